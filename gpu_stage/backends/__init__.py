@@ -1,0 +1,1 @@
+"""Parsing backends behind one interface (:class:`gpu_stage.backends.base.Backend`)."""

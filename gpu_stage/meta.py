@@ -1,0 +1,59 @@
+"""Typed columns that come from the Kafka record rather than the body: key, headers, position, time.
+
+Headers are call facts written by the connector; a missing or unreadable header gives null, never a
+dead letter, because the body itself is still a valid completion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from gpu_stage.extract import string_map
+from llmpipe import headers as hdr
+
+
+def request_id(key: bytes | None) -> str | None:
+    """The key as UTF-8 text; undecodable bytes become U+FFFD so the row stays writable."""
+    return None if key is None else key.decode("utf-8", errors="replace")
+
+
+def latency_ms(value: bytes | None) -> int | None:
+    """``latency.ms``: ASCII decimal digits (at most 18), else null."""
+    if value is None or not value.isdigit() or len(value) > 18:
+        return None
+    return int(value)
+
+
+def attributes(value: bytes | None) -> dict[str, str | None] | None:
+    """``attributes``: a JSON object; non-string values become compact JSON text; else null."""
+    if value is None:
+        return None
+    try:
+        decoded: Any = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return string_map(decoded) if isinstance(decoded, dict) else None
+
+
+def header_columns(headers: Sequence[Sequence[tuple[str, bytes]]]) -> tuple[list[Any], list[Any]]:
+    """``latency_ms`` and ``attributes`` columns for the given records' headers (last one wins)."""
+    latencies: list[Any] = []
+    attrs: list[Any] = []
+    for record_headers in headers:
+        latency = attr = None
+        for name, value in record_headers:
+            if name == hdr.LATENCY_MS:
+                latency = value
+            elif name == hdr.ATTRIBUTES:
+                attr = value
+        latencies.append(latency_ms(latency))
+        attrs.append(attributes(attr))
+    return latencies, attrs
+
+
+def ingest_ts(timestamp_ms: int) -> int | None:
+    """Kafka timestamp in ms; negative (Kafka's "no timestamp", -1) gives null."""
+    return None if timestamp_ms < 0 else timestamp_ms
