@@ -1,0 +1,37 @@
+# Two entry points do all setup on a fresh machine: `make demo` runs the product, `make test` tests it.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: env jars lint test test-unit demo stack-up stack-down clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[flink,dev]"
+	touch $@
+
+env: $(VENV)/.installed
+
+jars: env
+	$(PY) -m stack jars
+
+lint: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim
+
+# Unit tests, then integration tests against a real broker and a PyFlink mini-cluster.
+test: env jars lint
+	$(PY) scripts/run_pytest.py tests
+
+test-unit: env
+	$(PY) scripts/run_pytest.py tests -m "not integration"
+
+stack-up: jars
+	$(PY) -m stack up
+
+stack-down: env
+	$(PY) -m stack down
+
+clean:
+	rm -rf $(VENV) .stack .pytest_cache .mypy_cache .ruff_cache

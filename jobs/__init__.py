@@ -1,0 +1,1 @@
+"""PyFlink (TableEnvironment SQL) jobs over the typed topic."""

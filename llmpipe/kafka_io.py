@@ -1,0 +1,437 @@
+"""The one module that talks to Kafka (confluent-kafka / librdkafka).
+
+Everything else depends on the small types here. Produce is never fire-and-forget: every produced
+record has a delivery callback, the first failure is kept, and ``flush``/``commit`` raise it as a
+``DeliveryError``. Transaction errors are classified the way librdkafka documents them: retriable →
+call again, abortable → abort and rewind, fatal (fenced) → stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from llmpipe.errors import ConfigError, DeliveryError, FencedError, SourceError
+from llmpipe.settings import Secret, env_option
+
+log = logging.getLogger(__name__)
+rdkafka_log = logging.getLogger("librdkafka")
+
+Headers = list[tuple[str, bytes]]
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    """Connection settings shared by every client of one service."""
+
+    bootstrap: str = "127.0.0.1:19092"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: Secret = field(default_factory=lambda: Secret(""))
+    ssl_ca_location: str | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    def client_config(self) -> dict[str, Any]:
+        """Librdkafka configuration, made at the edge (the secret is revealed only here)."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.security_protocol,
+            "logger": rdkafka_log,
+        }
+        optional = {
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "ssl.ca.location": self.ssl_ca_location,
+        }
+        config.update({k: v for k, v in optional.items() if v})
+        if self.sasl_password:
+            config["sasl.password"] = self.sasl_password.reveal()
+        config.update(self.extra)
+        return config
+
+    @staticmethod
+    def add_options(parser: argparse.ArgumentParser, prefix: str) -> None:
+        """Add ``--bootstrap`` and security options falling back to ``<prefix>_*``/``KAFKA_*`` env vars."""
+        group = parser.add_argument_group("Kafka")
+        env_option(group, "--bootstrap", "KAFKA_BOOTSTRAP", default="127.0.0.1:19092",
+                   help="Kafka bootstrap servers")
+        env_option(group, "--security-protocol", "KAFKA_SECURITY_PROTOCOL", default="PLAINTEXT",
+                   help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+        env_option(group, "--sasl-mechanism", "KAFKA_SASL_MECHANISM",
+                   help="SASL mechanism (PLAIN, SCRAM-SHA-512…)")
+        env_option(group, "--sasl-username", "KAFKA_SASL_USERNAME", help="SASL user name")
+        env_option(group, "--sasl-password", "KAFKA_SASL_PASSWORD", help="SASL password", shown="secret")
+        env_option(group, "--ssl-ca-location", "KAFKA_SSL_CA_LOCATION", help="CA bundle for SSL")
+        del prefix
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> KafkaSettings:
+        """Build from options added by :meth:`add_options`."""
+        return cls(
+            bootstrap=args.bootstrap,
+            security_protocol=args.security_protocol,
+            sasl_mechanism=args.sasl_mechanism,
+            sasl_username=args.sasl_username,
+            sasl_password=Secret(args.sasl_password or ""),
+            ssl_ca_location=args.ssl_ca_location,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A consumed record, detached from librdkafka."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int
+
+
+def _to_message(msg: Any) -> Message:
+    return Message(
+        topic=msg.topic(),
+        partition=msg.partition(),
+        offset=msg.offset(),
+        key=msg.key(),
+        value=msg.value(),
+        headers=list(msg.headers() or []),
+        timestamp_ms=msg.timestamp()[1],
+    )
+
+
+# --------------------------------------------------------------------------------------------- admin
+
+
+def admin(settings: KafkaSettings) -> AdminClient:
+    """An AdminClient for ``settings``."""
+    return AdminClient(settings.client_config())
+
+
+def wait_ready(settings: KafkaSettings, timeout_s: float = 60.0) -> None:
+    """Block until the cluster answers a metadata request, or raise ``SourceError``."""
+    deadline = time.monotonic() + timeout_s
+    client = admin(settings)
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            client.list_topics(timeout=2)
+            return
+        except KafkaException as exc:
+            last = exc
+            time.sleep(0.2)
+    msg = f"Kafka at {settings.bootstrap} not ready after {timeout_s:.0f}s"
+    raise SourceError(msg) from last
+
+
+def create_topics(
+    settings: KafkaSettings, topics: Mapping[str, int], config: Mapping[str, str] | None = None
+) -> None:
+    """Create topics (name → partitions); existing ones are left as they are."""
+    client = admin(settings)
+    new = [NewTopic(name, num_partitions=parts, replication_factor=1, config=dict(config or {}))
+           for name, parts in topics.items()]
+    for name, future in client.create_topics(new, operation_timeout=30).items():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                msg = f"cannot create topic {name}: {exc}"
+                raise ConfigError(msg) from exc
+
+
+def delete_topics(settings: KafkaSettings, names: Sequence[str]) -> None:
+    """Delete topics, ignoring ones that do not exist."""
+    client = admin(settings)
+    for future in client.delete_topics(list(names), operation_timeout=30).values():
+        try:
+            future.result()
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise DeliveryError(str(exc)) from exc
+
+
+def end_offsets(settings: KafkaSettings, topic: str) -> dict[int, int]:
+    """High watermark per partition (for lag and for reading a topic to its end)."""
+    consumer = confluent_kafka.Consumer({**settings.client_config(), "group.id": "llmpipe-watermarks"})
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        if meta.error is not None:
+            raise SourceError(str(meta.error))
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                 for p in meta.partitions}
+        return {p: high for p, (_low, high) in marks.items()}
+    finally:
+        consumer.close()
+
+
+def read_topic(
+    settings: KafkaSettings, topic: str, *, isolation: str = "read_committed", timeout_s: float = 60.0
+) -> list[Message]:
+    """Read ``topic`` from the beginning to its current end (verification, replay, tests)."""
+    consumer = confluent_kafka.Consumer({
+        **settings.client_config(),
+        "group.id": f"llmpipe-reader-{time.monotonic_ns()}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": isolation,
+        "enable.partition.eof": True,
+    })
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        parts = [TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in meta.partitions]
+        consumer.assign(parts)
+        return _drain(consumer, len(parts), timeout_s)
+    finally:
+        consumer.close()
+
+
+def _drain(consumer: Any, partitions: int, timeout_s: float) -> list[Message]:
+    out: list[Message] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while len(at_end) < partitions:
+        if time.monotonic() > deadline:
+            msg = f"reading did not reach the end in {timeout_s}s"
+            raise SourceError(msg)
+        for msg in consumer.consume(10000, 0.5):
+            if msg.error() is None:
+                out.append(_to_message(msg))
+            elif msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
+            else:
+                raise SourceError(str(msg.error()))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ producer
+
+
+_PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+
+
+class Producer:
+    """A producer whose deliveries are all confirmed: ``flush`` raises the first failure."""
+
+    def __init__(self, settings: KafkaSettings, config: Mapping[str, Any] | None = None) -> None:
+        base = {"enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4"}
+        self._config = {**settings.client_config(), **base, **dict(config or {})}
+        self._client = confluent_kafka.Producer(self._config)
+        self._error: KafkaError | None = None
+        self.delivered = 0
+        self.purged = 0
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None and err.code() in _PURGED:
+            self.purged += 1
+        elif err is not None:
+            if self._error is None:
+                self._error = err
+            log.error("delivery failed topic=%s[%s]: %s", msg.topic(), msg.partition(), err)
+        else:
+            self.delivered += 1
+
+    def produce(
+        self, topic: str, value: bytes | None, key: bytes | None = None, headers: Headers | None = None
+    ) -> None:
+        """Enqueue one record; waits (serving callbacks) while the local queue is full."""
+        while True:
+            try:
+                self._client.produce(
+                    topic, value, key, headers=headers, on_delivery=self._on_delivery  # type: ignore[arg-type]
+                )
+                return
+            except BufferError:
+                self._client.poll(0.05)
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Serve delivery callbacks."""
+        self._client.poll(timeout)
+
+    def flush(self, timeout_s: float = 60.0) -> None:
+        """Wait for every enqueued record; raise ``DeliveryError`` if any failed or is still queued."""
+        remaining = self._client.flush(timeout_s)
+        self.raise_for_error()
+        if remaining:
+            msg = f"{remaining} records still undelivered after {timeout_s}s"
+            raise DeliveryError(msg)
+
+    def raise_for_error(self) -> None:
+        """Raise the first delivery failure seen, once."""
+        if self._error is not None:
+            err, self._error = self._error, None
+            msg = f"delivery failed: {err}"
+            raise DeliveryError(msg)
+
+    def __len__(self) -> int:
+        return len(self._client)
+
+    @property
+    def client(self) -> Any:
+        """The librdkafka producer (for the transactional wrapper)."""
+        return self._client
+
+
+class TxnAbortable(DeliveryError):
+    """The current transaction must be aborted and the input rewound; the producer stays usable."""
+
+
+class TxnTimedOut(DeliveryError):
+    """Commit/abort outcome unknown: recreate the producer so a new epoch fences stale requests."""
+
+
+def _classify(exc: KafkaException, action: str) -> DeliveryError:
+    err: KafkaError = exc.args[0]
+    text = f"{action} failed: {err}"
+    if err.fatal() or err.code() == KafkaError._FENCED:
+        return FencedError(text)
+    if err.txn_requires_abort():
+        return TxnAbortable(text)
+    if err.retriable() or err.code() == KafkaError._TIMED_OUT:
+        return TxnTimedOut(text)
+    return DeliveryError(text)
+
+
+class TransactionalProducer(Producer):
+    """Produce, send consumer offsets and commit as one Kafka transaction."""
+
+    def __init__(self, settings: KafkaSettings, transactional_id: str,
+                 config: Mapping[str, Any] | None = None, timeout_s: float = 30.0) -> None:
+        merged = {"transactional.id": transactional_id, "transaction.timeout.ms": 60000, **dict(config or {})}
+        merged.pop("enable.idempotence", None)
+        super().__init__(settings, merged)
+        self.timeout_s = timeout_s
+        self._call(self._client.init_transactions, "init_transactions")
+
+    def _call(self, fn: Callable[..., Any], action: str, *args: Any, attempts: int = 3) -> None:
+        for attempt in range(1, attempts + 1):
+            try:
+                fn(*args, self.timeout_s) if args or action != "begin_transaction" else fn()
+                return
+            except KafkaException as exc:
+                error = _classify(exc, action)
+                if isinstance(error, TxnTimedOut) and attempt < attempts:
+                    log.warning("%s: retrying (%d/%d)", error, attempt, attempts)
+                    continue
+                raise error from exc
+
+    def begin(self) -> None:
+        """Start a transaction."""
+        try:
+            self._client.begin_transaction()
+        except KafkaException as exc:
+            raise _classify(exc, "begin_transaction") from exc
+
+    def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        """Add the consumer's next offsets to the open transaction."""
+        self._call(self._client.send_offsets_to_transaction, "send_offsets", offsets, group_metadata)
+
+    def commit(self) -> None:
+        """Commit (flushes first); a failed delivery surfaces as an abortable error."""
+        self._call(self._client.commit_transaction, "commit_transaction")
+        self.raise_for_error()
+
+    def abort(self) -> None:
+        """Abort the open transaction.
+
+        In-flight produce requests are drained first: purging them and sending EndTxn right away makes
+        Kafka 4 brokers answer INVALID_TXN_STATE (fatal), so we let them land, then abort.
+        """
+        self._client.flush(self.timeout_s)
+        self._call(self._client.abort_transaction, "abort_transaction")
+        self._error = None
+
+
+# ------------------------------------------------------------------------------------------ consumer
+
+
+class Consumer:
+    """A consumer group member for the transactional loop: no auto commit, read_committed."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group_id: str,
+        topics: Sequence[str],
+        config: Mapping[str, Any] | None = None,
+        on_revoke: Callable[[list[TopicPartition]], None] | None = None,
+        on_assign: Callable[[list[TopicPartition]], None] | None = None,
+    ) -> None:
+        base = {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+        }
+        self._client = confluent_kafka.Consumer({**settings.client_config(), **base, **dict(config or {})})
+        kwargs: dict[str, Any] = {}
+        if on_revoke is not None:
+            kwargs["on_revoke"] = lambda _c, parts: on_revoke(parts)
+            kwargs["on_lost"] = lambda _c, parts: on_revoke(parts)
+        if on_assign is not None:
+            kwargs["on_assign"] = lambda _c, parts: on_assign(parts)
+        self._client.subscribe(list(topics), **kwargs)
+
+    def consume(self, max_records: int, timeout_s: float) -> list[Message]:
+        """Up to ``max_records`` records; raises ``SourceError`` on a non-EOF error."""
+        out = []
+        for msg in self._client.consume(max_records, timeout_s):
+            error = msg.error()
+            if error is None:
+                out.append(_to_message(msg))
+            elif error.code() != KafkaError._PARTITION_EOF:
+                if error.fatal():
+                    raise SourceError(str(error))
+                log.warning("consume: %s", error)
+        return out
+
+    def positions(self) -> list[TopicPartition]:
+        """Next offsets to read on every assigned partition."""
+        return list(self._client.position(self._client.assignment()))
+
+    def group_metadata(self) -> Any:
+        """Group metadata for ``send_offsets_to_transaction``."""
+        return self._client.consumer_group_metadata()
+
+    def rewind_to_committed(self) -> None:
+        """Seek every assigned partition back to its committed offset (after an abort)."""
+        assigned = self._client.assignment()
+        if not assigned:
+            return
+        for tp in self._client.committed(assigned, timeout=30):
+            offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
+            self._client.seek(TopicPartition(tp.topic, tp.partition, offset))
+
+    def assignment(self) -> list[TopicPartition]:
+        """Currently assigned partitions."""
+        return list(self._client.assignment())
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        """Records left to read per assigned partition (high watermark - position)."""
+        out = {}
+        for tp in self._client.position(self._client.assignment()):
+            _low, high = self._client.get_watermark_offsets(tp, timeout=5, cached=True)
+            if tp.offset >= 0 and high >= 0:
+                out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        return out
+
+    def close(self) -> None:
+        """Leave the group."""
+        self._client.close()
+
+
+def offsets(items: Iterable[tuple[str, int, int]]) -> list[TopicPartition]:
+    """``TopicPartition`` list from (topic, partition, next offset) triples."""
+    return [TopicPartition(t, p, o) for t, p, o in items]

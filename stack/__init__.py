@@ -1,0 +1,1 @@
+"""Local stack without Docker: a single-node KRaft Kafka broker and the Flink jars, from Maven Central."""

@@ -1,0 +1,73 @@
+"""``python -m stack up|down|status|jars``: the local Kafka broker and Flink jars, no Docker needed."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from llmpipe.errors import PipelineError
+from llmpipe.kafka_io import KafkaSettings, create_topics
+from llmpipe.settings import env_option
+from stack import broker, jars
+
+DEFAULT_TOPICS = "llm.requests:4,llm.raw:8,llm.dlq:1,llm.features:1"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "status", "jars"])
+    env_option(parser, "--dir", "STACK_DIR", default=".stack", help="run folder (config, data, pid, logs)")
+    env_option(parser, "--port", "STACK_KAFKA_PORT", default=19092, type=int, help="broker client port")
+    env_option(parser, "--topics", "STACK_TOPICS", default=DEFAULT_TOPICS,
+               help="topics to create on up, as name:partitions,…")
+    parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
+    return parser
+
+
+def _topics(spec: str) -> dict[str, int]:
+    pairs = (item.split(":") for item in spec.split(",") if item)
+    return {name: int(parts or 1) for name, parts in pairs}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one stack command; exit 0 on success."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    args = _parser().parse_args(argv)
+    root = Path(args.dir).resolve()
+    try:
+        return _run(args, root)
+    except PipelineError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace, root: Path) -> int:
+    if args.command == "jars":
+        for name in ("kafka", "flink"):
+            print(f"{name}: {jars.jar_dir(name)} ({jars.size_mib(name):.1f} MiB)")
+        return 0
+    if args.command == "up":
+        started = time.monotonic()
+        run = broker.start(root, args.port)
+        create_topics(KafkaSettings(bootstrap=run.bootstrap()), _topics(args.topics))
+        print(f"kafka up at {run.bootstrap()} pid={run.pid()} in {time.monotonic() - started:.1f}s")
+        return 0
+    if args.command == "down":
+        stopped = broker.stop(root)
+        if args.wipe:
+            shutil.rmtree(root, ignore_errors=True)
+        print("kafka stopped" if stopped else "kafka was not running")
+        return 0
+    run = broker.BrokerDir(root)
+    pid = run.pid()
+    print(f"kafka running at {run.bootstrap()} pid={pid}" if pid else "kafka not running")
+    return 0 if pid else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

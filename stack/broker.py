@@ -1,0 +1,199 @@
+"""A single-node Kafka broker (combined KRaft broker + controller) run from the cached Maven jars.
+
+The broker's PID, ports and log live in one run folder, so ``stop`` kills exactly the process this
+launcher started and nothing else.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmpipe.errors import ConfigError, SourceError
+from llmpipe.kafka_io import KafkaSettings, TransactionalProducer, wait_ready
+from stack.jars import jar_dir
+
+log = logging.getLogger(__name__)
+
+LOG4J = Path(__file__).with_name("log4j2.properties")
+
+# Transactions: Flink's exactly-once sink defaults to a 1 h transaction timeout, so allow it.
+SERVER_PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+inter.broker.listener.name=PLAINTEXT
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs={data}
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+transaction.max.timeout.ms=3600000
+message.max.bytes=16777216
+"""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def java_binary() -> str:
+    """``$JAVA_HOME/bin/java`` when set, else ``java`` on PATH (Kafka 4 needs Java 17+)."""
+    home = os.environ.get("JAVA_HOME")
+    candidate = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not candidate:
+        msg = "no java found: install Java 17+ or set JAVA_HOME"
+        raise ConfigError(msg)
+    return candidate
+
+
+@dataclass(frozen=True)
+class BrokerDir:
+    """The files of one broker run: config, data, log, pid."""
+
+    root: Path
+
+    @property
+    def pid_file(self) -> Path:
+        """PID of the running broker."""
+        return self.root / "broker.pid"
+
+    @property
+    def port_file(self) -> Path:
+        """Client port of the running broker."""
+        return self.root / "broker.port"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's log (stdout, stderr and log4j)."""
+        return self.root / "logs" / "server.log"
+
+    def pid(self) -> int | None:
+        """PID if the recorded broker process is alive."""
+        if not self.pid_file.exists():
+            return None
+        pid = int(self.pid_file.read_text())
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        return pid
+
+    def bootstrap(self) -> str:
+        """``127.0.0.1:<port>`` of the recorded broker."""
+        return f"127.0.0.1:{self.port_file.read_text().strip()}"
+
+    def tail_log(self, lines: int = 60) -> str:
+        """Last lines of the broker log, for error messages."""
+        if not self.log_file.exists():
+            return "(no broker log)"
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start(root: Path, port: int | None = None, timeout_s: float = 90.0, heap_mb: int = 512) -> BrokerDir:
+    """Format storage (first time only) and start a broker in ``root``; return once it serves requests."""
+    run = BrokerDir(root)
+    if run.pid() is not None:
+        return run
+    port = port or (int(run.port_file.read_text()) if run.port_file.exists() else free_port())
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    config = root / "server.properties"
+    config.write_text(SERVER_PROPERTIES.format(port=port, controller_port=free_port(), data=root / "data"))
+    classpath = f"{jar_dir('kafka')}/*"
+    jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]
+    if not (root / "data" / "meta.properties").exists():
+        _format(jvm, classpath, config, run)
+    heap = [f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1"]
+    with open(root / "logs" / "stdout.log", "ab") as out:
+        proc = subprocess.Popen([*jvm, *heap, "-cp", classpath, "kafka.Kafka", str(config)],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    run.pid_file.write_text(str(proc.pid))
+    run.port_file.write_text(str(port))
+    _await_ready(run, proc, timeout_s)
+    return run
+
+
+def _format(jvm: list[str], classpath: str, config: Path, run: BrokerDir) -> None:
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    command = [*jvm, "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
+               "-t", cluster_id, "-c", str(config)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        msg = f"formatting KRaft storage failed:\n{done.stdout}{done.stderr}"
+        raise SourceError(msg)
+    del run
+
+
+def _await_ready(run: BrokerDir, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    settings = KafkaSettings(bootstrap=run.bootstrap())
+    deadline = time.monotonic() + timeout_s
+    port = int(run.port_file.read_text())
+    while proc.poll() is None and time.monotonic() < deadline and not _accepts(port):
+        time.sleep(0.1)
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            wait_ready(settings, timeout_s=2)
+            break
+        except SourceError:
+            continue
+    if proc.poll() is not None or time.monotonic() >= deadline:
+        stop(run.root)
+        msg = f"broker did not start (exit={proc.poll()}); log tail:\n{run.tail_log()}"
+        raise SourceError(msg)
+    # The first FindCoordinator creates __transaction_state; do it now, not in the first test.
+    TransactionalProducer(settings, f"stack-warmup-{uuid.uuid4()}", timeout_s=60)
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def stop(root: Path, timeout_s: float = 30.0, hard: bool = False) -> bool:
+    """Stop the broker this launcher started in ``root`` (SIGTERM, SIGKILL after ``timeout_s``)."""
+    run = BrokerDir(root)
+    pid = run.pid()
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while run.pid() is not None and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.1)
+    if run.pid() is not None:
+        os.kill(pid, signal.SIGKILL)
+        while run.pid() is not None:
+            _reap(pid)
+            time.sleep(0.05)
+    run.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status when the broker is our child, so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
