@@ -209,18 +209,26 @@ def parse_tool_arguments(arguments: Any) -> tuple[str | None, bool | None]:
     """``(tool_arguments, tool_arguments_valid)`` for a first tool call's ``function.arguments``.
 
     A string holding a JSON object becomes its compact re-serialization (valid); any other string
-    is kept as sent (invalid). An object sent unquoted is serialized (valid). Null stays null.
+    is kept as sent (invalid). A non-string value is serialized (valid only if it is an object).
+    Null stays null. Objects nested deeper than 254 levels count as invalid (kept as sent, or null).
     """
     if arguments is None:
         return None, None
-    if isinstance(arguments, dict):
-        return orjson.dumps(arguments).decode(), True
     if not isinstance(arguments, str):
-        return orjson.dumps(arguments).decode(), False
+        return _compact(arguments), isinstance(arguments, dict)
     try:
         value = orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return arguments, False
     if isinstance(value, dict):
-        return orjson.dumps(value).decode(), True
+        text = _compact(value)
+        return (arguments, False) if text is None else (text, True)
     return arguments, False
+
+
+def _compact(value: Any) -> str | None:
+    """Compact JSON text, or None when nesting exceeds the serializer's 254 levels."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return None

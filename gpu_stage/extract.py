@@ -125,14 +125,22 @@ def is_error_body(obj: dict[str, Any]) -> bool:
     return obj.get("object") == "error" or obj.get("error") is not None
 
 
-def json_text(v: Any) -> str:
-    """Compact JSON text (orjson spelling) of a decoded value."""
-    return orjson.dumps(v).decode()
+MAX_COPY_DEPTH = 254
+"""Deepest nesting a value copied as JSON text may have (orjson's serializer limit)."""
 
 
-def string_map(obj: dict[str, Any]) -> dict[str, str | None]:
+def json_text(v: Any, path: str) -> str:
+    """Compact JSON text (orjson spelling) of a decoded value found at ``path``."""
+    try:
+        return orjson.dumps(v).decode()
+    except TypeError as exc:
+        text = f"{path}: nesting deeper than {MAX_COPY_DEPTH} levels"
+        raise BadBody(Reason.INVALID_JSON, text) from exc
+
+
+def string_map(obj: dict[str, Any], path: str) -> dict[str, str | None]:
     """An object as a string map: strings as they are, other values as compact JSON text."""
-    return {k: v if type(v) is str else json_text(v) for k, v in obj.items()}
+    return {k: v if type(v) is str else json_text(v, f"{path}.{k}") for k, v in obj.items()}
 
 
 def _stop_reason(choice: dict[str, Any], path: str) -> str | None:
@@ -258,8 +266,8 @@ def extract(obj: dict[str, Any], validator: ContentValidator) -> tuple[Any, ...]
     fingerprint = _string(obj, "system_fingerprint", "system_fingerprint")
     tier = _string(obj, "service_tier", "service_tier")
     meta_obj = _object(obj, "metadata", "metadata")
-    metadata = None if meta_obj is None else string_map(meta_obj)
-    extra = {k: json_text(v) for k, v in obj.items() if k not in NOT_EXTRA and v is not None}
+    metadata = None if meta_obj is None else string_map(meta_obj, "metadata")
+    extra = {k: json_text(v, k) for k, v in obj.items() if k not in NOT_EXTRA and v is not None}
     valid = error = content = None
     if first_text is not None:
         valid, error, content = parse_content(first_text, validator)

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from gpu_stage.extract import string_map
+from gpu_stage.extract import BadBody, string_map
 from llmpipe import headers as hdr
 
 
@@ -35,7 +35,12 @@ def attributes(value: bytes | None) -> dict[str, str | None] | None:
         decoded: Any = orjson.loads(value)
     except orjson.JSONDecodeError:
         return None
-    return string_map(decoded) if isinstance(decoded, dict) else None
+    if not isinstance(decoded, dict):
+        return None
+    try:
+        return string_map(decoded, hdr.ATTRIBUTES)
+    except BadBody:
+        return None
 
 
 def header_columns(headers: Sequence[Sequence[tuple[str, bytes]]]) -> tuple[list[Any], list[Any]]:
