@@ -1,0 +1,78 @@
+"""Batch-level behaviour: empty and all-bad batches, ragged input, the size limit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_stage.backends.base import Backend, TransformSettings
+from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.batch import RawBatch
+from llmpipe.dlq import Reason
+from llmpipe.record import TypedRecord
+
+GOOD = b'{"id":"a","object":"chat.completion","created":1,"choices":[]}'
+
+
+def test_cpu_backend_satisfies_the_protocol() -> None:
+    backend = CpuBackend()
+    assert isinstance(backend, Backend)
+    assert backend.name == "cpu"
+
+
+def test_empty_batch() -> None:
+    result = CpuBackend().parse(RawBatch.of_values([]))
+    assert len(result) == 0
+    assert result.encoded.buf == b""
+    assert result.encoded.offsets.tolist() == [0]
+    assert result.encoded.rows.tolist() == []
+    assert result.bad == []
+
+
+def test_all_bad_batch() -> None:
+    values = [b"", b"[]", b"\xff", b'{"error":{"code":500}}']
+    result = CpuBackend().parse(RawBatch.of_values(values, partition=2, first_offset=10))
+    assert len(result.encoded) == 0
+    assert result.encoded.buf == b""
+    assert [b.reason for b in result.bad] == [
+        Reason.INVALID_JSON,
+        Reason.NOT_AN_OBJECT,
+        Reason.INVALID_UTF8,
+        Reason.UPSTREAM_ERROR,
+    ]
+    assert [(b.partition, b.offset, b.raw) for b in result.bad] == [
+        (2, 10 + i, v) for i, v in enumerate(values)
+    ]
+
+
+def test_good_rows_keep_batch_positions_and_offsets_are_contiguous() -> None:
+    values = [b"x", GOOD, b"y", GOOD, GOOD]
+    batch = RawBatch(
+        values=values,
+        keys=[b"k0", b"k1", None, b"k3", b"k4"],
+        headers=[[] for _ in values],
+        topic="t",
+        partitions=np.zeros(5, dtype=np.int64),
+        offsets=np.arange(5, dtype=np.int64),
+        timestamps_ms=np.full(5, 7, dtype=np.int64),
+    )
+    encoded = CpuBackend().parse(batch).encoded
+    assert encoded.rows.tolist() == [1, 3, 4]
+    assert encoded.keys == [b"k1", b"k3", b"k4"]
+    assert encoded.offsets[0] == 0
+    assert encoded.offsets[-1] == len(encoded.buf)
+    assert all(len(encoded.value(i)) > 0 for i in range(3))
+    # Rows 3 and 4 differ only in key and offset, so their datums differ.
+    assert encoded.value(1) != encoded.value(2)
+
+
+def test_size_limit_is_inclusive() -> None:
+    settings = TransformSettings(record=TypedRecord.from_file(), max_record_bytes=len(GOOD))
+    result = CpuBackend(settings).parse(RawBatch.of_values([GOOD, GOOD + b" "]))
+    assert result.encoded.rows.tolist() == [0]
+    assert [b.reason for b in result.bad] == [Reason.TOO_LARGE]
+
+
+def test_ragged_batch_is_rejected() -> None:
+    with pytest.raises(ValueError, match="keys"):
+        RawBatch(values=[GOOD], keys=[], headers=[[]], topic="t", partitions=[0], offsets=[0], timestamps_ms=[0])
