@@ -95,9 +95,7 @@ def _string(obj: dict[str, Any], key: str, path: str) -> str | None:
     raise _wrong(path, "string", v)
 
 
-def _integer(
-    obj: dict[str, Any], key: str, path: str, lo: int = INT64_MIN, hi: int = INT64_MAX
-) -> int | None:
+def _integer(obj: dict[str, Any], key: str, path: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int | None:
     v = obj.get(key)
     if v is None:
         return None

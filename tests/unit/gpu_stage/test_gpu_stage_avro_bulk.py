@@ -90,9 +90,7 @@ def strategy_for(schema: Any) -> st.SearchStrategy[Any]:
     if isinstance(schema, dict):
         kind = schema["type"]
         if kind == "record":
-            return st.fixed_dictionaries(
-                {}, optional={f["name"]: strategy_for(f["type"]) for f in schema["fields"]}
-            )
+            return st.fixed_dictionaries({}, optional={f["name"]: strategy_for(f["type"]) for f in schema["fields"]})
         if kind == "array":
             return st.lists(strategy_for(schema["items"]), max_size=4)
         if kind == "map":

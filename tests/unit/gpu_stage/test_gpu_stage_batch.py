@@ -40,9 +40,7 @@ def test_all_bad_batch() -> None:
         Reason.INVALID_UTF8,
         Reason.UPSTREAM_ERROR,
     ]
-    assert [(b.partition, b.offset, b.raw) for b in result.bad] == [
-        (2, 10 + i, v) for i, v in enumerate(values)
-    ]
+    assert [(b.partition, b.offset, b.raw) for b in result.bad] == [(2, 10 + i, v) for i, v in enumerate(values)]
 
 
 def test_good_rows_keep_batch_positions_and_offsets_are_contiguous() -> None:

@@ -24,7 +24,7 @@ VALIDATOR = ContentValidator(SCHEMA)
         ('  \n{"a":1}\n ', '{"a":1}'),
         ('```json\n{"a":1}\n```', '{"a":1}'),
         ('```JSON\n{"a":1}\n```  ', '{"a":1}'),
-        ('```\n[1]\n```', "[1]"),
+        ("```\n[1]\n```", "[1]"),
         ('```json\n{"a":', '{"a":'),
         ("```python\nprint(1)\n```", None),
         ("Here:\n```json\n{}\n```", None),

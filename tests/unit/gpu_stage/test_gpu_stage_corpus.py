@@ -79,7 +79,7 @@ def decoded() -> tuple[dict[str, dict[str, Any]], Any]:
 
 
 def test_every_corpus_body_is_accounted_for_once(decoded: Any) -> None:
-    rows, result = decoded
+    _rows, result = decoded
     assert len(result.encoded) + len(result.bad) == len(FILES)
     positions = result.encoded.rows.tolist() + [b.offset for b in result.bad]
     assert sorted(positions) == list(range(len(FILES)))

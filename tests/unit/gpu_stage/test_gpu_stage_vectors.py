@@ -61,9 +61,7 @@ def test_vectors_are_there() -> None:
 def test_every_position_good_or_exactly_one_bad(outcome: Any) -> None:
     rows, _bad, result = outcome
     assert len(result.encoded) + len(result.bad) == len(VECTORS)
-    assert set(result.encoded.rows.tolist()).isdisjoint(
-        {i for i, v in enumerate(VECTORS) if "bad" in v.expect}
-    )
+    assert set(result.encoded.rows.tolist()).isdisjoint({i for i, v in enumerate(VECTORS) if "bad" in v.expect})
     assert sorted(rows) == [i for i, v in enumerate(VECTORS) if "fields" in v.expect]
 
 
