@@ -1,0 +1,1 @@
+"""HTTP source connector: requests (Kafka topic or JSONL) → vLLM → ``llm.raw`` / ``llm.dlq``, exactly once."""

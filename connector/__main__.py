@@ -1,0 +1,103 @@
+"""``python -m connector``: prompts (Kafka topic or JSONL) → vLLM → ``llm.raw`` / ``llm.dlq``, exactly once.
+
+SIGTERM/SIGINT: stop reading, let calls in flight finish (up to ``--drain-timeout-s``), commit, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from prometheus_client import start_http_server
+
+from connector import settings as config
+from connector.engine import Engine, EngineOptions, Stats
+from connector.http import Caller, make_client
+from connector.metrics import ConnectorMetrics
+from connector.requests import BodyOptions, response_format
+from connector.sources import FileSource, KafkaSource, Partition, Source
+from llmpipe import kafka_io
+from llmpipe.errors import ConfigError, PipelineError
+
+log = logging.getLogger("connector")
+
+
+def _source_factory(s: config.ConnectorSettings) -> Callable[[Callable[[list[Partition]], None]], Source]:
+    def make(on_revoke: Callable[[list[Partition]], None]) -> Source:
+        if s.input_topic:
+            return KafkaSource(s.kafka, s.input_topic, s.group_id, on_revoke)
+        assert s.input_file is not None
+        return FileSource(s.kafka, s.input_file, s.state_topic, s.source_id)
+
+    return make
+
+
+def _producer_factory(s: config.ConnectorSettings) -> Callable[[], kafka_io.TransactionalProducer]:
+    def make() -> kafka_io.TransactionalProducer:
+        return kafka_io.TransactionalProducer(
+            s.kafka, s.transactional_id, {"linger.ms": 20, "queue.buffering.max.messages": 200000}
+        )
+
+    return make
+
+
+def engine_options(s: config.ConnectorSettings) -> EngineOptions:
+    """Engine knobs from the settings (also used by the benchmark)."""
+    fmt = response_format(s.json_schema, s.schema_name) if s.json_schema is not None else None
+    body = BodyOptions(s.model, fmt, s.http.stream, s.max_request_bytes)
+    return EngineOptions(
+        raw_topic=s.raw_topic,
+        dlq_topic=s.dlq_topic,
+        endpoint=s.http.url,
+        body=body,
+        max_in_flight=s.max_in_flight,
+        max_pending=s.max_pending,
+        commit_interval_s=s.commit_interval_s,
+        max_txn_records=s.max_txn_records,
+        drain_timeout_s=s.drain_timeout_s,
+    )
+
+
+async def run(s: config.ConnectorSettings, metrics: ConnectorMetrics) -> Stats:
+    """Run one engine until end of input or a termination signal."""
+    kafka_io.create_topics(s.kafka, {s.raw_topic: 1, s.dlq_topic: 1})
+    async with make_client(s.http) as client:
+        engine = Engine(
+            engine_options(s),
+            _source_factory(s),
+            Caller(client, s.http, s.retry, metrics),
+            _producer_factory(s),
+            metrics,
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, engine.stop)
+        return await engine.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; exit 0 on a clean stop, 2 on bad settings, 3 on a pipeline failure (e.g. fenced)."""
+    try:
+        s = config.load(argv)
+    except ConfigError as exc:
+        print(f"connector: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    metrics = ConnectorMetrics()
+    if s.metrics_port is not None:
+        start_http_server(s.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+    log.info("connector starting: url=%s input=%s", s.http.url, s.input_topic or s.input_file)
+    try:
+        stats = asyncio.run(run(s, metrics))
+    except PipelineError as exc:
+        log.error("connector stopped: %s", exc)
+        return 3
+    log.info("connector done: committed=%d dlq=%d", stats.committed, stats.dead_letters)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

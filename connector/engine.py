@@ -1,0 +1,332 @@
+"""The connector's loop: read → call vLLM concurrently → commit finished prefixes in transactions.
+
+Threads: the asyncio loop runs intake, HTTP calls and the committer; every Kafka call (poll, produce,
+commit, rebalance callbacks) runs on one dedicated thread so a slow commit never stalls HTTP I/O.
+The trackers are shared by both and guarded by one lock.
+
+Exactly once: a transaction holds the outputs of a contiguous prefix of each partition's input plus
+the position after it (consumer offsets or the file's state record). A crash at any point leaves the
+committed outputs and positions consistent; the uncommitted suffix is read and called again on
+restart (repeated HTTP calls are the cost, counted by the simulator in the tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import orjson
+
+from connector import records
+from connector.http import Caller, Failure, Reply
+from connector.metrics import ConnectorMetrics
+from connector.requests import BodyOptions, Rejected, Request, parse
+from connector.sources import Item, Partition, Source
+from connector.tracker import PrefixTracker
+from llmpipe import kafka_io
+from llmpipe.errors import DeliveryError, FencedError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_Mark = tuple[PrefixTracker["records.Out"], int]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """Flow-control knobs and topic names."""
+
+    raw_topic: str
+    dlq_topic: str
+    endpoint: str
+    body: BodyOptions
+    max_in_flight: int = 256
+    max_pending: int = 2048
+    commit_interval_s: float = 0.2
+    max_txn_records: int = 5000
+    drain_timeout_s: float = 30.0
+    poll_batch: int = 500
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counts for progress lines and for callers (tests, benchmark)."""
+
+    read: int = 0
+    committed: int = 0
+    dead_letters: int = 0
+    transactions: int = 0
+    aborted: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Engine:
+    """One connector instance: a source, an HTTP caller and a transactional producer."""
+
+    def __init__(
+        self,
+        options: EngineOptions,
+        source_factory: Callable[[Callable[[list[Partition]], None]], Source],
+        caller: Caller,
+        producer_factory: Callable[[], kafka_io.TransactionalProducer],
+        metrics: ConnectorMetrics,
+    ) -> None:
+        self.options = options
+        self.caller = caller
+        self.metrics = metrics
+        self.stats = Stats()
+        self._producer_factory = producer_factory
+        self._source_factory = source_factory
+        self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
+        self._lock = threading.Lock()
+        self._trackers: dict[Partition, PrefixTracker[records.Out]] = {}
+        self._pending = 0
+        self._stop = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._slots = asyncio.Semaphore(options.max_in_flight)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._source: Source | None = None
+        self._producer: kafka_io.TransactionalProducer | None = None
+
+    def stop(self) -> None:
+        """Ask for a clean stop: no more intake, finish calls (bounded), commit, return."""
+        self._stop.set()
+
+    async def _on_kafka(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._kafka, fn, *args)
+
+    def _revoke(self, parts: list[Partition]) -> None:
+        """Rebalance callback (Kafka thread): forget lost partitions; their late results are dropped.
+
+        Nothing of theirs is in an open transaction (transactions open and close within one call on
+        this same thread), so the new owner restarts exactly from the committed offsets.
+        """
+        with self._lock:
+            for part in parts:
+                tracker = self._trackers.pop(part, None)
+                if tracker is not None:
+                    self._pending -= len(tracker)
+            log.info("partitions revoked: %s", parts)
+
+    async def run(self) -> Stats:
+        """Run until the source is exhausted and committed, or until :meth:`stop`.
+
+        A fatal commit error (fencing) stops intake and is raised after in-flight calls are cancelled.
+        """
+        self._producer = await self._on_kafka(self._producer_factory)
+        self._source = await self._on_kafka(self._source_factory, self._revoke)
+        committer = asyncio.create_task(self._commit_loop())
+        work = asyncio.create_task(self._intake_then_drain(self._source))
+        try:
+            await asyncio.wait({committer, work}, return_when=asyncio.FIRST_COMPLETED)
+            if committer.done():
+                work.cancel()
+                for task in list(self._tasks):
+                    task.cancel()
+                committer.result()
+            await work
+            self._finished.set()
+            await committer
+        finally:
+            self._finished.set()
+            await self._on_kafka(self._source.close)
+            self._kafka.shutdown(wait=True)
+        self._progress()
+        return self.stats
+
+    async def _intake_then_drain(self, source: Source) -> None:
+        await self._intake(source)
+        await self._drain()
+
+    async def _intake(self, source: Source) -> None:
+        while not self._stop.is_set():
+            room = self.options.max_pending - self._pending
+            if room <= 0:
+                await asyncio.sleep(0.005)
+                continue
+            items = await self._on_kafka(source.poll, min(room, self.options.poll_batch), 0.05)
+            if not items:
+                if await self._on_kafka(source.exhausted):
+                    return
+                continue
+            for item in items:
+                await self._admit(item)
+
+    async def _admit(self, item: Item) -> None:
+        """Register the item, then answer it now (bad input) or start its call (waits for a slot)."""
+        with self._lock:
+            tracker = self._trackers.setdefault(item.partition, PrefixTracker())
+            tracker.register(item.offset)
+            self._pending += 1
+        self.stats.read += 1
+        self.metrics.records_in.inc()
+        origin = records.Origin(item.partition[0], item.partition[1], item.offset, item.value)
+        parsed = parse(item.value, self.options.body)
+        if isinstance(parsed, Rejected):
+            self._complete(tracker, item.offset, records.rejected_record(self.options.dlq_topic, origin, parsed))
+            return
+        await self._slots.acquire()
+        task = asyncio.create_task(self._call(tracker, origin, parsed))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _call(self, tracker: PrefixTracker[records.Out], origin: records.Origin, request: Request) -> None:
+        self.metrics.in_flight.inc()
+        try:
+            result = await self.caller.call(request.request_id, request.body)
+        finally:
+            self.metrics.in_flight.dec()
+            self._slots.release()
+        self._complete(tracker, origin.offset, self._output(origin, request, result))
+
+    def _output(self, origin: records.Origin, request: Request, result: Reply | Failure) -> records.Out:
+        if isinstance(result, Failure):
+            return records.failed_record(self.options.dlq_topic, origin, request, result)
+        self._count_tokens(result.body)
+        return records.raw_record(self.options.raw_topic, self.options.endpoint, request, result)
+
+    def _count_tokens(self, body: bytes) -> None:
+        try:
+            parsed = orjson.loads(body)
+            usage = parsed["usage"]
+            self.metrics.tokens.labels("prompt").inc(usage["prompt_tokens"])
+            self.metrics.tokens.labels("completion").inc(usage["completion_tokens"])
+            if self.options.body.response_format is not None:
+                orjson.loads(parsed["choices"][0]["message"]["content"])
+                self.metrics.valid_json_tokens.inc(usage["completion_tokens"])
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            return
+
+    def _complete(self, tracker: PrefixTracker[records.Out], offset: int, out: records.Out) -> None:
+        with self._lock:
+            tracker.complete(offset, out)
+
+    async def _drain(self) -> None:
+        """At end of input wait for every call; after stop() wait at most the drain timeout.
+
+        Calls still running at the deadline are cancelled: their records stay uncommitted and are
+        read and called again by the next run.
+        """
+        while self._tasks and not self._stop.is_set():
+            await asyncio.wait(set(self._tasks), timeout=0.2)
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)
+        for task in list(self._tasks):
+            task.cancel()
+        while self._ready_any():
+            await asyncio.sleep(self.options.commit_interval_s / 2)
+
+    def _ready_any(self) -> bool:
+        with self._lock:
+            return any(t.ready(1)[0] for t in self._trackers.values())
+
+    async def _commit_loop(self) -> None:
+        """Commit every interval; after the work is finished, one last round, then return."""
+        last_log = time.monotonic()
+        while True:
+            finished = self._finished.is_set()
+            await self._on_kafka(self._commit_once)
+            if finished:
+                return
+            if time.monotonic() - last_log >= 10:
+                last_log = time.monotonic()
+                self._progress()
+            await asyncio.sleep(self.options.commit_interval_s)
+
+    def _progress(self) -> None:
+        rate = self.stats.committed / max(1e-9, time.monotonic() - self.stats.started)
+        log.info(
+            "committed=%d (%.0f/s) read=%d pending=%d dlq=%d txns=%d aborted=%d",
+            self.stats.committed,
+            rate,
+            self.stats.read,
+            self._pending,
+            self.stats.dead_letters,
+            self.stats.transactions,
+            self.stats.aborted,
+        )
+
+    def _take_ready(self) -> tuple[list[records.Out], dict[Partition, int], dict[Partition, _Mark]]:
+        outs: list[records.Out] = []
+        positions: dict[Partition, int] = {}
+        marks: dict[Partition, tuple[PrefixTracker[records.Out], int]] = {}
+        with self._lock:
+            for part, tracker in self._trackers.items():
+                room = self.options.max_txn_records - len(outs)
+                if room <= 0:
+                    break
+                ready, next_offset = tracker.ready(room)
+                if next_offset is not None:
+                    outs.extend(ready)
+                    positions[part] = next_offset
+                    marks[part] = (tracker, len(ready))
+        return outs, positions, marks
+
+    def _commit_once(self) -> None:
+        """One transaction over every partition's finished prefix (Kafka thread)."""
+        outs, positions, marks = self._take_ready()
+        if not positions or self._source is None:
+            return
+        if not self._transact(outs, positions):
+            return
+        with self._lock:
+            for part, (tracker, count) in marks.items():
+                if self._trackers.get(part) is tracker:
+                    tracker.release(count)
+                    self._pending -= count
+        self._committed(outs)
+
+    def _committed(self, outs: list[records.Out]) -> None:
+        self.stats.committed += len(outs)
+        self.stats.transactions += 1
+        self.metrics.transactions.labels("committed").inc()
+        self.metrics.pending.set(self._pending)
+        for out in outs:
+            if out.reason is not None:
+                self.stats.dead_letters += 1
+                self.metrics.dead_letters.labels(out.reason).inc()
+                self.metrics.records_out.labels("dlq").inc()
+            else:
+                self.metrics.records_out.labels("raw").inc()
+
+    def _transact(self, outs: list[records.Out], positions: dict[Partition, int]) -> bool:
+        """Produce + positions + commit; on failure abort or recreate, and report False (retry later)."""
+        producer, source = self._producer, self._source
+        assert producer is not None and source is not None
+        try:
+            producer.begin()
+            for out in outs:
+                producer.produce(out.topic, out.value, out.key, out.headers)
+            source.commit_into(producer, positions)
+            producer.commit()
+            return True
+        except FencedError:
+            log.error("producer fenced: another instance owns %s; stopping", "the transactional id")
+            raise
+        except kafka_io.TxnAbortable as exc:
+            log.warning("transaction aborted, will retry: %s", exc)
+            self._abort_or_recreate(producer)
+        except DeliveryError as exc:  # TxnTimedOut or unknown outcome: new epoch fences stale requests
+            log.warning("transaction outcome unknown, recreating the producer: %s", exc)
+            self._recreate()
+        self.stats.aborted += 1
+        self.metrics.transactions.labels("aborted").inc()
+        return False
+
+    def _abort_or_recreate(self, producer: kafka_io.TransactionalProducer) -> None:
+        try:
+            producer.abort()
+        except FencedError:
+            raise
+        except DeliveryError as exc:
+            log.warning("abort failed, recreating the producer: %s", exc)
+            self._recreate()
+
+    def _recreate(self) -> None:
+        self.metrics.producer_recreated.inc()
+        self._producer = self._producer_factory()
