@@ -1,10 +1,11 @@
 """Columnar Avro binary encoder: a whole batch of rows into one buffer plus row offsets.
 
-Per-record encoders (fastavro included) pay Python overhead per field per row. Here every column is
-encoded for all rows at once, and the columns are then interleaved row by row with numpy index
-arithmetic: a size pass, a prefix sum and a scatter, the same plan a GPU kernel follows. Varints,
-union branch bytes, doubles and block terminators are produced by numpy; strings are UTF-8 encoded
-by one list comprehension and joined once.
+Per-record encoders (fastavro included) walk the schema for every row. Here each column is encoded
+for all rows at once (varints of integer columns and doubles in numpy, strings by one UTF-8 list
+comprehension, union branches and small varints from precomputed tables), every value becoming one
+small bytes object; the batch is then assembled row-major with a single ``b"".join`` and the row
+offsets come from a numpy prefix sum of the per-column lengths. Large strings are thus copied once
+after encoding. (A GPU encoder follows the same plan with a size pass, a prefix sum and a write pass.)
 
 The output is byte-identical to ``fastavro.schemaless_writer(buf, schema, row)`` for every row (the
 unit tests prove it with property tests). Supported schema subset (what :mod:`llmpipe.types` emits):
@@ -67,41 +68,45 @@ def zigzag_varints(values: I64) -> Part:
     return Part(groups[keep], _offsets_from_lengths(lengths))
 
 
-def interleave(parts: Sequence[Part], n: int) -> Part:
-    """Concatenate, row by row, several encodings of the same ``n`` rows (fields of a record).
-
-    Output row ``r`` is ``parts[0][r] + parts[1][r] + ...``. Each part's bytes are scattered to their
-    destination with one vectorized index computation.
-    """
-    if len(parts) == 1:
-        return parts[0]
-    lengths = [p.lengths for p in parts]
-    row_len = np.zeros(n, dtype=np.int64)
-    for ln in lengths:
-        row_len += ln
-    offsets = _offsets_from_lengths(row_len)
-    out = np.empty(int(offsets[-1]), dtype=np.uint8)
-    dest = offsets[:-1].copy()
-    for part, ln in zip(parts, lengths, strict=True):
-        total = len(part.buf)
-        if total == n and total and bool((ln == 1).all()):
-            out[dest] = part.buf
-        elif total:
-            shift = np.repeat(dest - part.offsets[:-1], ln)
-            out[np.arange(total, dtype=np.int64) + shift] = part.buf
-        dest += ln
-    return Part(out, offsets)
+_SMALL = 1 << 13
+_ZZ_SMALL: list[bytes] = [b""] * _SMALL
+"""Varint bytes of non-negative ints below 8192 (string lengths, block counts), precomputed."""
+for _v in range(_SMALL):
+    _zz, _out = _v << 1, bytearray()
+    while True:
+        _out.append((_zz & 0x7F) | (0x80 if _zz > 0x7F else 0))
+        _zz >>= 7
+        if not _zz:
+            break
+    _ZZ_SMALL[_v] = bytes(_out)
+NULL = b"\x00"
+PRESENT = b"\x02"
+TERMINATOR = b"\x00"
 
 
-def _bytes_part(chunks: list[bytes]) -> Part:
-    lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
-    return Part(np.frombuffer(b"".join(chunks), dtype=np.uint8), _offsets_from_lengths(lengths))
+def length_prefix(n: int) -> bytes:
+    """Varint of a non-negative length or count."""
+    if n < _SMALL:
+        return _ZZ_SMALL[n]
+    part = zigzag_varints(np.array([n], dtype=np.int64))
+    return part.buf.tobytes()
+
+
+def split_part(part: Part) -> list[bytes]:
+    """One bytes object per value of a part."""
+    raw = part.buf.tobytes()
+    offs = part.offsets.tolist()
+    return [raw[a:b] for a, b in itertools.pairwise(offs)]
 
 
 class Encoder(Protocol):
-    """Encodes a column of non-null values of one Avro type."""
+    """Encodes a column of non-null values of one Avro type, one bytes object per value.
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    Per-value bytes objects let the batch be assembled with one ``b"".join`` at the end, so large
+    strings are copied once after UTF-8 encoding instead of being scattered level by level.
+    """
+
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode ``values`` (none of them None)."""
         ...
 
@@ -109,25 +114,24 @@ class Encoder(Protocol):
 class StringEncoder:
     """Avro string: varint byte length, then UTF-8 bytes."""
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of ``str``."""
         try:
             chunks = [s.encode("utf-8") for s in values]
         except (AttributeError, UnicodeEncodeError) as exc:
             msg = f"cannot encode string column: {exc}"
             raise SerializationError(msg) from exc
-        body = _bytes_part(chunks)
-        return interleave([zigzag_varints(body.lengths), body], len(chunks))
+        return [length_prefix(len(c)) + c for c in chunks]
 
 
 class LongEncoder:
-    """Avro long / int (and timestamp-millis): one zig-zag varint per value."""
+    """Avro long / int (and timestamp-millis): zig-zag varints computed for the column in numpy."""
 
     def __init__(self, *, is_int: bool) -> None:
         """``is_int`` enforces the 32-bit range Avro ``int`` readers expect."""
         self._is_int = is_int
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of ints."""
         try:
             arr = np.array(values, dtype=np.int64)
@@ -137,29 +141,28 @@ class LongEncoder:
         if self._is_int and len(arr) and (arr.min() < _INT32_MIN or arr.max() > _INT32_MAX):
             msg = "int column value outside the 32-bit range"
             raise SerializationError(msg)
-        return zigzag_varints(arr)
+        return split_part(zigzag_varints(arr))
 
 
 class DoubleEncoder:
     """Avro double: 8 bytes, IEEE-754 little-endian."""
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of floats."""
         try:
-            arr = np.array(values, dtype="<f8")
+            raw = np.array(values, dtype="<f8").tobytes()
         except (TypeError, ValueError) as exc:
             msg = f"cannot encode double column: {exc}"
             raise SerializationError(msg) from exc
-        return Part(arr.view(np.uint8), np.arange(len(arr) + 1, dtype=np.int64) * 8)
+        return [raw[i : i + 8] for i in range(0, len(raw), 8)]
 
 
 class BooleanEncoder:
     """Avro boolean: one byte, 0 or 1."""
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of bools."""
-        arr = np.fromiter((1 if v else 0 for v in values), dtype=np.uint8, count=len(values))
-        return Part(arr, np.arange(len(arr) + 1, dtype=np.int64))
+        return [b"\x01" if v else b"\x00" for v in values]
 
 
 class NullableEncoder:
@@ -169,31 +172,27 @@ class NullableEncoder:
         """Wrap the encoder of the non-null branch."""
         self._inner = inner
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column whose values may be None."""
-        n = len(values)
-        mask = np.fromiter((v is not None for v in values), dtype=bool, count=n)
-        tags = Part(mask.astype(np.uint8) << np.uint8(1), np.arange(n + 1, dtype=np.int64))
         present = [v for v in values if v is not None]
         if not present:
-            return tags
-        inner = self._inner.encode(present)
-        if len(present) == n:
-            return interleave([tags, inner], n)
-        lengths = np.zeros(n, dtype=np.int64)
-        lengths[mask] = inner.lengths
-        return interleave([tags, Part(inner.buf, _offsets_from_lengths(lengths))], n)
+            return [NULL] * len(values)
+        encoded = iter(self._inner.encode(present))
+        return [NULL if v is None else PRESENT + next(encoded) for v in values]
 
 
-def _block_parts(counts: I64, items: Part) -> list[Part]:
-    """Count varint, the items, and a 0 terminator after non-empty blocks (an empty one is just 0)."""
-    item_starts = _offsets_from_lengths(counts)
-    nonempty = (counts > 0).astype(np.int64)
-    return [
-        zigzag_varints(counts),
-        Part(items.buf, items.offsets[item_starts]),
-        Part(np.zeros(int(nonempty.sum()), dtype=np.uint8), _offsets_from_lengths(nonempty)),
-    ]
+def _blocks(counts: list[int], items: list[bytes]) -> list[bytes]:
+    """Per value: count varint, its items, and a 0 terminator (an empty block is just 0)."""
+    out = []
+    start = 0
+    for count in counts:
+        if count:
+            end = start + count
+            out.append(b"".join((length_prefix(count), *items[start:end], TERMINATOR)))
+            start = end
+        else:
+            out.append(TERMINATOR)
+    return out
 
 
 class ArrayEncoder:
@@ -203,12 +202,11 @@ class ArrayEncoder:
         """Wrap the encoder of the (nullable) item type."""
         self._items = items
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of lists."""
-        n = len(values)
-        counts = np.fromiter(map(len, values), dtype=np.int64, count=n)
+        counts = [len(v) for v in values]
         items = self._items.encode(list(itertools.chain.from_iterable(values)))
-        return interleave(_block_parts(counts, items), n)
+        return _blocks(counts, items)
 
 
 class MapEncoder:
@@ -219,14 +217,13 @@ class MapEncoder:
         self._values = values
         self._keys = StringEncoder()
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of dicts (entries in dict order, as fastavro writes them)."""
-        n = len(values)
-        counts = np.fromiter(map(len, values), dtype=np.int64, count=n)
-        keys = list(itertools.chain.from_iterable(m.keys() for m in values))
-        vals = list(itertools.chain.from_iterable(m.values() for m in values))
-        entries = interleave([self._keys.encode(keys), self._values.encode(vals)], len(keys))
-        return interleave(_block_parts(counts, entries), n)
+        counts = [len(m) for m in values]
+        keys = self._keys.encode(list(itertools.chain.from_iterable(m.keys() for m in values)))
+        vals = self._values.encode(list(itertools.chain.from_iterable(m.values() for m in values)))
+        entries = [k + v for k, v in zip(keys, vals, strict=True)]
+        return _blocks(counts, entries)
 
 
 class RecordEncoder:
@@ -236,18 +233,18 @@ class RecordEncoder:
         """Field names and encoders in schema order."""
         self.fields = tuple(fields)
 
-    def encode(self, values: Sequence[Any]) -> Part:
+    def encode(self, values: Sequence[Any]) -> list[bytes]:
         """Encode a column of mappings."""
         columns = {name: [v.get(name) for v in values] for name, _ in self.fields}
-        return self.encode_columns(columns, len(values))
+        return [b"".join(row) for row in zip(*self.field_columns(columns, len(values)), strict=True)]
 
-    def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> Part:
-        """Encode ``n`` records given column-wise; an absent column means all null."""
-        parts = []
+    def field_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> list[list[bytes]]:
+        """Encoded bytes per field (schema order) per row; an absent column means all null."""
+        out = []
         for name, encoder in self.fields:
             column = columns.get(name)
-            parts.append(encoder.encode(column if column is not None else [None] * n))
-        return interleave(parts, n)
+            out.append(encoder.encode(column if column is not None else [None] * n))
+        return out
 
 
 _SCALARS: dict[str, Any] = {
@@ -303,10 +300,16 @@ class BulkEncoder:
 
     def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> tuple[bytes, I64]:
         """Encode ``n`` rows given column-wise; returns the buffer and ``n + 1`` offsets."""
-        part = self._root.encode_columns(columns, n)
-        return part.buf.tobytes(), part.offsets
+        if n == 0:
+            return b"", np.zeros(1, dtype=np.int64)
+        fields = self._root.field_columns(columns, n)
+        lengths = np.zeros(n, dtype=np.int64)
+        for column in fields:
+            lengths += np.fromiter(map(len, column), dtype=np.int64, count=n)
+        buf = b"".join(itertools.chain.from_iterable(zip(*fields, strict=True)))
+        return buf, _offsets_from_lengths(lengths)
 
     def encode_rows(self, rows: Sequence[Mapping[str, Any]]) -> tuple[bytes, I64]:
         """Encode rows given as mappings (convenience for tests and small callers)."""
-        part = self._root.encode(rows)
-        return part.buf.tobytes(), part.offsets
+        columns = {name: [r.get(name) for r in rows] for name in self.field_names}
+        return self.encode_columns(columns, len(rows))

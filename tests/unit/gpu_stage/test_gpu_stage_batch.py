@@ -74,3 +74,14 @@ def test_size_limit_is_inclusive() -> None:
 def test_ragged_batch_is_rejected() -> None:
     with pytest.raises(ValueError, match="keys"):
         RawBatch(values=[GOOD], keys=[], headers=[[]], topic="t", partitions=[0], offsets=[0], timestamps_ms=[0])
+
+
+def test_synthetic_bodies_are_deterministic_and_all_accounted_for() -> None:
+    from gpu_stage.synth import batch, bodies
+
+    values = bodies(300)
+    assert values == bodies(300)
+    result = CpuBackend().parse(batch(values))
+    assert len(result) == 300
+    error_bodies = sum(1 for v in values if v.startswith(b'{"error":'))
+    assert [b.reason for b in result.bad] == [Reason.UPSTREAM_ERROR] * error_bodies
