@@ -13,6 +13,7 @@ TTFT_MS = "ttft.ms"
 """Time to first token in milliseconds (streaming capture only), ASCII decimal."""
 
 Headers = list[tuple[str, bytes]]
+TOO_LARGE_KEEP = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,12 @@ def failed_record(topic: str, origin: Origin, request: Request, failure: Failure
 
 
 def rejected_record(topic: str, origin: Origin, rejected: Rejected) -> Out:
-    """An input record that is not a valid request."""
+    """An input record that is not a valid request.
+
+    A too-large record keeps only its first ``TOO_LARGE_KEEP`` bytes: the whole of it would not fit in
+    a Kafka record either, and the offset headers point at the original.
+    """
+    if rejected.reason is Reason.TOO_LARGE and origin.value is not None:
+        origin = Origin(origin.topic, origin.partition, origin.offset, origin.value[:TOO_LARGE_KEEP])
     bad = _dlq(topic, origin, rejected.reason, rejected.error, rejected.request_id)
     return Out(topic, bad.key, bad.raw, bad.headers(), rejected.reason.value)

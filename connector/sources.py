@@ -56,13 +56,16 @@ class KafkaSource:
         settings: kafka_io.KafkaSettings,
         topic: str,
         group_id: str,
+        instance_id: str,
         on_revoke: Callable[[list[Partition]], None],
     ) -> None:
         self._consumer = kafka_io.Consumer(
             settings,
             group_id,
             [topic],
-            config={"max.poll.interval.ms": 300000, "fetch.wait.max.ms": 50},
+            # Static membership: a restarted instance takes its partitions back at once instead of
+            # waiting for the dead member's session to time out.
+            config={"max.poll.interval.ms": 300000, "fetch.wait.max.ms": 50, "group.instance.id": instance_id},
             on_revoke=lambda parts: on_revoke([(tp.topic, tp.partition) for tp in parts]),
         )
 
