@@ -16,13 +16,14 @@ arrays and maps, each written as one block followed by the zero terminator, as f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from gpu_stage.avro_codegen import RowsEncoder, compile_rows_encoder
 from llmpipe.errors import SerializationError
 
 U8 = npt.NDArray[np.uint8]
@@ -283,33 +284,55 @@ def compile_schema(schema: Any) -> Encoder:
 
 
 class BulkEncoder:
-    """Encodes batches of top-level records for one record schema."""
+    """Encodes batches of top-level records for one record schema.
+
+    Rows are written by an encoder generated once per (schema, row layout)
+    (:mod:`gpu_stage.avro_codegen`); the column-at-a-time encoders above remain the building blocks
+    for callers that encode single columns.
+    """
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         """``schema`` is the record schema (e.g. ``TypedRecord.avro``)."""
-        root = compile_schema(dict(schema))
+        self._schema = dict(schema)
+        root = compile_schema(self._schema)
         if not isinstance(root, RecordEncoder):
             msg = "the top-level schema must be a record"
             raise SerializationError(msg)
         self._root = root
+        self._row_encoders: dict[tuple[str, ...], RowsEncoder] = {}
 
     @property
     def field_names(self) -> tuple[str, ...]:
         """Top-level field names in schema order."""
         return tuple(name for name, _ in self._root.fields)
 
+    def rows_encoder(self, layout: Sequence[str]) -> RowsEncoder:
+        """The generated encoder for row tuples holding the fields ``layout`` names, in that order."""
+        key = tuple(layout)
+        encoder = self._row_encoders.get(key)
+        if encoder is None:
+            encoder = compile_rows_encoder(self._schema, key)
+            self._row_encoders[key] = encoder
+        return encoder
+
+    def encode_tuples(self, rows: Iterable[Sequence[Any]], layout: Sequence[str]) -> tuple[bytes, I64]:
+        """Encode row tuples laid out as ``layout`` (fields not named are null); buffer and offsets."""
+        out, ends = self.rows_encoder(layout)(rows)
+        offsets = np.empty(len(ends) + 1, dtype=np.int64)
+        offsets[0] = 0
+        offsets[1:] = ends
+        return bytes(out), offsets
+
     def encode_columns(self, columns: Mapping[str, Sequence[Any]], n: int) -> tuple[bytes, I64]:
         """Encode ``n`` rows given column-wise; returns the buffer and ``n + 1`` offsets."""
         if n == 0:
             return b"", np.zeros(1, dtype=np.int64)
-        fields = self._root.field_columns(columns, n)
-        lengths = np.zeros(n, dtype=np.int64)
-        for column in fields:
-            lengths += np.fromiter(map(len, column), dtype=np.int64, count=n)
-        buf = b"".join(itertools.chain.from_iterable(zip(*fields, strict=True)))
-        return buf, _offsets_from_lengths(lengths)
+        layout = tuple(name for name in self.field_names if columns.get(name) is not None)
+        if not layout:
+            return self.encode_tuples(itertools.repeat((), n), layout)
+        return self.encode_tuples(zip(*(columns[name] for name in layout), strict=True), layout)
 
     def encode_rows(self, rows: Sequence[Mapping[str, Any]]) -> tuple[bytes, I64]:
         """Encode rows given as mappings (convenience for tests and small callers)."""
-        columns = {name: [r.get(name) for r in rows] for name in self.field_names}
-        return self.encode_columns(columns, len(rows))
+        names = self.field_names
+        return self.encode_tuples(([r.get(name) for name in names] for r in rows), names)
