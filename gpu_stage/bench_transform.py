@@ -44,6 +44,12 @@ def make_backend(name: str) -> Backend:
     raise ConfigError(msg)
 
 
+def _slow_fraction(backend: Backend) -> float | None:
+    """Share of rows the GPU backend sent to its CPU slow lane (None for backends without lanes)."""
+    stats = getattr(backend, "stats", None)
+    return None if stats is None else round(float(stats.slow_fraction), 4)
+
+
 def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str, Any]:
     """Time parse → Avro over ``records`` bodies in batches of ``batch_size``."""
     values = bodies(records, SynthConfig(seed=seed))
@@ -73,6 +79,7 @@ def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str,
         "records_per_s": round(records / elapsed, 1) if elapsed else None,
         "input_mb_per_s": round(input_bytes / 1e6 / elapsed, 2) if elapsed else None,
         "output_sha256": digest.hexdigest(),
+        "slow_lane_fraction": _slow_fraction(backend),
         "host": socket.gethostname(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

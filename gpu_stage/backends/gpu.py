@@ -1,0 +1,173 @@
+r"""The GPU backend: cuDF reads each batch on the device; rows it cannot reproduce take a slow lane.
+
+What runs where, per batch:
+
+1. Host: a cheap pre-screen per body (:func:`gpu_stage.backends.gpu_lanes.device_safe`): size limit,
+   starts with ``{`` and ends with ``}``, no raw control bytes (a raw newline would split the
+   JSON-lines buffer), no ``\\u`` escapes, no ``NaN``/``Infinity``, no explicit null message/delta,
+   valid UTF-8. The safe bodies are joined into one newline-delimited buffer.
+2. Device (cuDF): two reads of that buffer with the declared schema (``gpu_read``): token texts for
+   the type rules of ``gpu_stage/semantics.md`` and decoded values; the fast-lane mask (types,
+   integer ranges, supported ``object``, integer ``created``, at most one choice, no unknown or
+   ``metadata``/``error`` keys), first-choice selection, integer conversion, ``created`` to ms.
+3. Host: the fast rows' columns are copied back; content and tool arguments get their second-stage
+   parse (:mod:`gpu_stage.content`, per row, CPU). Every other row, including every row that ends as a
+   dead letter, takes the slow lane: the CPU reference per record (``gpu_lanes.reference_row``).
+4. Host: all good rows, in batch order, are encoded by the same :class:`BulkEncoder` as the CPU backend.
+
+So the output is byte-identical to the CPU backend by construction for slow rows, and by the
+parity tests (shared vectors, real corpus, 100,000 generated bodies) for fast rows. If the device
+read cannot give a row-aligned result in the declared shape (a mistyped nested value turns a struct
+column into strings, a reader error), the whole batch takes the slow lane and a warning is logged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.gpu_lanes import device_safe, reference_row
+from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.content import ContentValidator, parse_content, parse_tool_arguments
+from gpu_stage.extract import BODY_FIELDS
+from llmpipe.dlq import BadRecord, Reason
+from llmpipe.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POOL_BYTES = 4 << 30
+_POOL_STEP = 256
+
+
+def _cudf() -> Any:
+    """Import cuDF lazily, so this module imports on hosts without it."""
+    return importlib.import_module("cudf")
+
+
+def unusable_reason() -> str | None:
+    """Why this backend cannot run here (no cuDF, no device answering), or None when it can."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "").strip() == "-1":
+        return "CUDA_VISIBLE_DEVICES=-1 hides every GPU"
+    try:
+        cudf = _cudf()
+    except Exception as exc:
+        return f"cuDF is not importable ({type(exc).__name__}: {exc})"
+    try:
+        total = int(cudf.Series([1, 2]).sum())
+    except Exception as exc:
+        return f"no CUDA device answered ({type(exc).__name__}: {exc})"
+    return None if total == 3 else "the CUDA device returned a wrong result"
+
+
+def cap_memory(pool_bytes: int) -> None:
+    """Make every device allocation come from a pool capped at ``pool_bytes`` (vLLM shares the card)."""
+    rmm = importlib.import_module("rmm")
+    size = max(_POOL_STEP, pool_bytes - pool_bytes % _POOL_STEP)
+    try:
+        pool = rmm.mr.PoolMemoryResource(
+            rmm.mr.CudaMemoryResource(), initial_pool_size=min(size, 256 << 20), maximum_pool_size=size
+        )
+        resource = rmm.mr.LimitingResourceAdaptor(pool, size)
+    except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
+        msg = f"cannot create a GPU memory pool of {size} bytes: {exc}"
+        raise ConfigError(msg) from exc
+    rmm.mr.set_current_device_resource(resource)
+    log.info("gpu memory pool capped at %d bytes", size)
+
+
+@dataclass
+class LaneStats:
+    """Running counts of rows per lane, for logs and for the parity result file."""
+
+    rows: int = 0
+    slow_rows: int = 0
+    batches: int = 0
+    slow_batches: int = 0
+
+    @property
+    def slow_fraction(self) -> float:
+        """Share of rows that took the slow lane so far."""
+        return self.slow_rows / self.rows if self.rows else 0.0
+
+
+class GpuBackend:
+    """Parses batches with cuDF on the device plus a CPU slow lane; see the module docstring."""
+
+    name = "gpu"
+
+    def __init__(self, settings: TransformSettings | None = None, *, pool_bytes: int = DEFAULT_POOL_BYTES) -> None:
+        """Cap the device memory pool, import cuDF, and build the shared encoder and validator."""
+        reason = unusable_reason()
+        if reason is not None:
+            msg = f"the GPU backend cannot run here: {reason}"
+            raise ConfigError(msg)
+        self.settings = settings or TransformSettings()
+        cap_memory(pool_bytes)
+        self._cudf = _cudf()
+        self._cpu = CpuBackend(self.settings)
+        self._validator = ContentValidator(self.settings.record.content_schema)
+        self.stats = LaneStats()
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        """Parse and encode one batch (pure: same batch, same result, same bytes as the CPU backend)."""
+        limit = self.settings.max_record_bytes
+        safe = [i for i, value in enumerate(batch.values) if device_safe(value, limit)]
+        rows: dict[int, tuple[Any, ...]] = self._device_rows(batch, safe) if safe else {}
+        good: list[tuple[Any, ...]] = []
+        positions: list[int] = []
+        bad: list[BadRecord] = []
+        for i, value in enumerate(batch.values):
+            row = rows.get(i)
+            if row is None:
+                row = reference_row(value, self._validator, limit)
+                if isinstance(row[0], Reason):
+                    bad.append(self._cpu._bad(batch, i, row[0], row[1]))
+                    continue
+            good.append(row)
+            positions.append(i)
+        self._count(len(batch), len(batch) - len(rows), fallback=bool(safe) and not rows)
+        return ParseResult(self._cpu._encode(batch, good, positions), bad)
+
+    def _count(self, n: int, slow: int, *, fallback: bool) -> None:
+        stats = self.stats
+        stats.rows += n
+        stats.slow_rows += slow
+        stats.batches += 1
+        stats.slow_batches += int(fallback)
+        log.debug("gpu batch: %d rows, %d slow lane (%.1f%% so far)", n, slow, 100 * stats.slow_fraction)
+
+    def _device_rows(self, batch: RawBatch, safe: list[int]) -> dict[int, tuple[Any, ...]]:
+        """Typed values of the fast-lane rows among ``safe`` positions, keyed by batch position."""
+        gpu_read = importlib.import_module("gpu_stage.backends.gpu_read")
+        buf = b"\n".join(batch.values[i] for i in safe)
+        try:
+            fast = gpu_read.read_fast(self._cudf, buf, len(safe))
+        except gpu_read.DeviceReadError as exc:
+            log.warning("gpu batch of %d rows takes the slow lane: %s", len(batch), exc)
+            return {}
+        positions = [i for i, ok in zip(safe, fast.lane, strict=True) if ok]
+        return dict(zip(positions, self._assemble(fast.columns, len(positions)), strict=True))
+
+    def _assemble(self, cols: dict[str, list[Any]], n: int) -> list[tuple[Any, ...]]:
+        """Fast-lane columns → rows of :data:`BODY_FIELDS`, with the second-stage parses on the host."""
+        validator = self._validator
+        out: list[tuple[Any, ...]] = []
+        for j in range(n):
+            values = {name: col[j] for name, col in cols.items()}
+            text = values["content_text"]
+            valid, error, content = parse_content(text, validator) if text is not None else (None, None, None)
+            args, args_valid = parse_tool_arguments(values["tool_arguments"])
+            choices = []
+            if values["num_choices"]:
+                choices = [{"index": values["index"], "finish_reason": values["finish_reason"], "content": text}]
+            values.update(
+                tool_arguments=args, tool_arguments_valid=args_valid, choices=choices, metadata=None,
+                extra={}, content=content, content_valid=valid, content_error=error,
+            )  # fmt: skip
+            out.append(tuple(values[name] for name in BODY_FIELDS))
+        return out

@@ -1,0 +1,106 @@
+"""GPU tier: the cuDF backend against the CPU reference, byte for byte (skipped without a usable GPU)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.batch import RawBatch
+from gpu_stage.synth import SynthConfig, batch, bodies
+from gpu_stage.vectors import batch_of, load_vectors
+from tests.gpu.gpu_parity import CORPUS, REASON, assert_same, first_difference
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"no usable GPU: {REASON}")]
+
+SYNTH_RECORDS = 100_000
+SYNTH_BATCH = 10_000
+
+
+@pytest.fixture(scope="module")
+def cpu() -> CpuBackend:
+    return CpuBackend(TransformSettings())
+
+
+@pytest.fixture(scope="module")
+def gpu() -> Any:
+    from gpu_stage.backends.gpu import GpuBackend
+
+    return GpuBackend(TransformSettings(), pool_bytes=8 << 30)
+
+
+def check(cpu: CpuBackend, gpu: Any, raw: RawBatch) -> None:
+    a, b = cpu.parse(raw), gpu.parse(raw)
+    assert first_difference(a, b) is None
+    assert_same(a, b)
+
+
+def test_all_vectors_in_one_batch(cpu: CpuBackend, gpu: Any) -> None:
+    check(cpu, gpu, batch_of(load_vectors()))
+
+
+@pytest.mark.parametrize("vector", load_vectors(), ids=lambda v: v.name)
+def test_each_vector_alone(cpu: CpuBackend, gpu: Any, vector: Any) -> None:
+    check(cpu, gpu, batch_of([vector]))
+
+
+def test_good_vectors_in_one_batch(cpu: CpuBackend, gpu: Any) -> None:
+    check(cpu, gpu, batch_of([v for v in load_vectors() if "fields" in v.expect]))
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus folder {CORPUS} is absent")
+def test_real_corpus_as_sent_and_compacted(cpu: CpuBackend, gpu: Any) -> None:
+    values = [p.read_bytes() for p in sorted(CORPUS.glob("*.json"))]
+    assert values
+    check(cpu, gpu, RawBatch.of_values(values))
+    check(cpu, gpu, RawBatch.of_values([orjson.dumps(orjson.loads(v)) for v in values]))
+
+
+def test_empty_batch(cpu: CpuBackend, gpu: Any) -> None:
+    check(cpu, gpu, RawBatch.of_values([]))
+
+
+def test_all_null_and_all_bad_batches(cpu: CpuBackend, gpu: Any) -> None:
+    check(cpu, gpu, RawBatch.of_values([b"null"] * 5))
+    check(cpu, gpu, RawBatch.of_values([b"{}", b"{", b"", b"[1]", b'{"id":1}', b"\xff", b'{"error":"x"}']))
+
+
+def test_synth_bodies(cpu: CpuBackend, gpu: Any) -> None:
+    values = bodies(SYNTH_RECORDS, SynthConfig())
+    cpu_hash, gpu_hash = hashlib.sha256(), hashlib.sha256()
+    slow_before, rows_before = gpu.stats.slow_rows, gpu.stats.rows
+    mismatched, good, bad = 0, 0, 0
+    seconds = {"cpu": 0.0, "gpu": 0.0}
+    for start in range(0, SYNTH_RECORDS, SYNTH_BATCH):
+        raw = batch(values[start : start + SYNTH_BATCH], first_offset=start)
+        t0 = time.perf_counter()
+        a = cpu.parse(raw)
+        t1 = time.perf_counter()
+        b = gpu.parse(raw)
+        seconds["gpu"] += time.perf_counter() - t1
+        seconds["cpu"] += t1 - t0
+        cpu_hash.update(a.encoded.buf)
+        gpu_hash.update(b.encoded.buf)
+        mismatched += first_difference(a, b) is not None
+        good, bad = good + len(a.encoded), bad + len(a.bad)
+    slow = gpu.stats.slow_rows - slow_before
+    report = {
+        "records": SYNTH_RECORDS, "batch_size": SYNTH_BATCH, "seed": SynthConfig().seed, "good": good, "bad": bad,
+        "batches_with_differences": mismatched, "cpu_output_sha256": cpu_hash.hexdigest(),
+        "gpu_output_sha256": gpu_hash.hexdigest(), "identical": cpu_hash.digest() == gpu_hash.digest(),
+        "slow_lane_rows": slow, "slow_lane_fraction": round(slow / (gpu.stats.rows - rows_before), 4),
+        "whole_batch_fallbacks": gpu.stats.slow_batches, "seconds": {k: round(v, 3) for k, v in seconds.items()},
+    }  # fmt: skip
+    out = os.environ.get("GPU_PARITY_OUT")
+    if out:
+        Path(out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    assert mismatched == 0, report
+    assert report["identical"], report
