@@ -62,3 +62,37 @@ def header_columns(headers: Sequence[Sequence[tuple[str, bytes]]]) -> tuple[list
 def ingest_ts(timestamp_ms: int) -> int | None:
     """Kafka timestamp in ms; negative (Kafka's "no timestamp", -1) gives null."""
     return None if timestamp_ms < 0 else timestamp_ms
+
+
+META_FIELDS = ("request_id", "latency_ms", "attributes", "raw_partition", "raw_offset", "ingest_ts")
+"""Typed columns from the Kafka record, in the order :func:`meta_rows` returns them."""
+
+
+def meta_rows(
+    keys: Sequence[bytes | None],
+    headers: Sequence[Sequence[tuple[str, bytes]]],
+    partitions: Sequence[int],
+    offsets: Sequence[int],
+    timestamps_ms: Sequence[int],
+) -> list[tuple[Any, ...]]:
+    """Values of :data:`META_FIELDS` per record.
+
+    Header values repeat across a batch (one connector, few experiments), so each distinct
+    ``(latency.ms, attributes)`` pair is converted once; the results are read-only row values.
+    """
+    converted: dict[tuple[bytes | None, bytes | None], tuple[int | None, dict[str, str | None] | None]] = {}
+    out: list[tuple[Any, ...]] = []
+    for key, record_headers, partition, offset, ts in zip(
+        keys, headers, partitions, offsets, timestamps_ms, strict=True
+    ):
+        latency = attr = None
+        for name, value in record_headers:
+            if name == hdr.LATENCY_MS:
+                latency = value
+            elif name == hdr.ATTRIBUTES:
+                attr = value
+        pair = converted.get((latency, attr))
+        if pair is None:
+            pair = converted[latency, attr] = (latency_ms(latency), attributes(attr))
+        out.append((request_id(key), *pair, partition, offset, ingest_ts(ts)))
+    return out

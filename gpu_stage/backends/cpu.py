@@ -16,12 +16,15 @@ import orjson
 from gpu_stage import meta
 from gpu_stage.avro_bulk import BulkEncoder
 from gpu_stage.backends.base import TransformSettings
-from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
+from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
 from gpu_stage.content import ContentValidator
 from gpu_stage.extract import BODY_FIELDS, BadBody, extract
 from llmpipe.dlq import BadRecord, Reason
 
 log = logging.getLogger(__name__)
+
+ROW_LAYOUT = BODY_FIELDS + meta.META_FIELDS
+"""Row tuples are the body's typed values followed by the record's own (key, headers, position)."""
 
 NOT_AN_OBJECT_TEXT = "top-level JSON value is not an object"
 TOO_LARGE_TEXT = "body larger than max_record_bytes"
@@ -65,7 +68,7 @@ class CpuBackend:
         limit = self.settings.max_record_bytes
         validator = self._validator
         loads = orjson.loads
-        good: list[tuple[Any, ...]] = []
+        rows: list[tuple[Any, ...]] = []
         positions: list[int] = []
         bad: list[BadRecord] = []
         for i, value in enumerate(batch.values):
@@ -81,25 +84,31 @@ class CpuBackend:
                 bad.append(self._bad(batch, i, Reason.NOT_AN_OBJECT, NOT_AN_OBJECT_TEXT))
                 continue
             try:
-                good.append(extract(obj, validator))
+                rows.append(extract(obj, validator))
             except BadBody as exc:
                 bad.append(self._bad(batch, i, exc.reason, exc.text))
                 continue
             positions.append(i)
-        return ParseResult(self._encode(batch, good, positions), bad)
+        return ParseResult(self._encode(batch, rows, positions), bad)
 
-    def _encode(self, batch: RawBatch, good: list[tuple[Any, ...]], positions: list[int]) -> EncodedRows:
-        n = len(good)
-        if n == 0:
+    def _encode(self, batch: RawBatch, body_rows: list[tuple[Any, ...]], positions: list[int]) -> EncodedRows:
+        """Append the record's own columns to each body row and encode the rows in one pass."""
+        if not body_rows:
             return EncodedRows()
-        columns: dict[str, Any] = dict(zip(BODY_FIELDS, map(list, zip(*good, strict=True)), strict=True))
         keys = [batch.keys[i] for i in positions]
-        columns["request_id"] = [meta.request_id(k) for k in keys]
-        latencies, attrs = meta.header_columns([batch.headers[i] for i in positions])
-        columns["latency_ms"] = latencies
-        columns["attributes"] = attrs
-        columns["raw_partition"] = [int(batch.partitions[i]) for i in positions]
-        columns["raw_offset"] = [int(batch.offsets[i]) for i in positions]
-        columns["ingest_ts"] = [meta.ingest_ts(int(batch.timestamps_ms[i])) for i in positions]
-        buf, offsets = self._encoder.encode_columns(columns, n)
+        meta_rows = meta.meta_rows(
+            keys,
+            [batch.headers[i] for i in positions],
+            _picked(batch.partitions, positions),
+            _picked(batch.offsets, positions),
+            _picked(batch.timestamps_ms, positions),
+        )
+        rows = [body + extra for body, extra in zip(body_rows, meta_rows, strict=True)]
+        buf, offsets = self._encoder.encode_tuples(rows, ROW_LAYOUT)
         return EncodedRows(buf, offsets, np.asarray(positions, dtype=np.int64), keys)
+
+
+def _picked(column: IntColumn, positions: list[int]) -> list[int]:
+    """Python ints of an integer column at ``positions`` (one conversion for numpy columns)."""
+    values = column.tolist() if isinstance(column, np.ndarray) else column
+    return [int(values[i]) for i in positions]
