@@ -9,6 +9,7 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 
 from prometheus_client import start_http_server
@@ -95,7 +96,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PipelineError as exc:
         log.error("connector stopped: %s", exc)
         return 3
-    log.info("connector done: committed=%d dlq=%d", stats.committed, stats.dead_letters)
+    elapsed = time.monotonic() - stats.started
+    log.info(
+        "connector done: committed=%d dlq=%d elapsed_s=%.2f rate=%.0f/s",
+        stats.committed,
+        stats.dead_letters,
+        elapsed,
+        stats.committed / max(elapsed, 1e-9),
+    )
     return 0
 
 

@@ -1,0 +1,207 @@
+"""``python -m bench.connector_bench``: connector completions/s and the HTTP transport comparison.
+
+Runs the simulator as its own process on loopback, a local broker from the stack (or
+``KAFKA_BOOTSTRAP``), and the connector as a subprocess over a JSONL file; prints figures and writes
+JSON to ``bench/results/``. Not a test: the numbers depend on the machine, which is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import aiohttp
+import httpx
+from httpx_aiohttp import AiohttpTransport
+
+from llmpipe.kafka_io import KafkaSettings
+
+ROOT = Path(__file__).resolve().parents[1]
+BODY = b'{"model":"m","messages":[{"role":"user","content":"benchmark"}]}'
+
+
+@contextmanager
+def simulator(*args: str) -> Iterator[tuple[str, int]]:
+    """Simulator subprocess on a free loopback port; yields (base URL, pid)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm_sim", "--port", "0", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    try:
+        yield line[1], proc.pid
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+
+
+@contextmanager
+def broker() -> Iterator[KafkaSettings]:
+    """A broker from the local stack in a temp folder, or KAFKA_BOOTSTRAP when set."""
+    external = os.environ.get("KAFKA_BOOTSTRAP")
+    if external:
+        yield KafkaSettings(bootstrap=external)
+        return
+    from stack import broker as local
+
+    root = Path(tempfile.mkdtemp(prefix="bench-kafka-"))
+    run = local.start(root)
+    try:
+        yield KafkaSettings(bootstrap=run.bootstrap())
+    finally:
+        local.stop(root)
+
+
+async def _drive(call: Callable[[int], Awaitable[None]], total: int, depth: int) -> float:
+    counter = iter(range(total))
+
+    async def worker() -> None:
+        for i in counter:
+            await call(i)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(depth)))
+    return total / (time.perf_counter() - start)
+
+
+async def httpx_rate(url: str, total: int, depth: int, aiohttp_transport: bool) -> float:
+    """Requests/s of httpx with its own pool (httpcore) or the aiohttp transport."""
+    limits = httpx.Limits(max_connections=depth, max_keepalive_connections=depth)
+    transport = AiohttpTransport(limits=limits) if aiohttp_transport else httpx.AsyncHTTPTransport(limits=limits)
+    async with httpx.AsyncClient(transport=transport, timeout=60) as client:
+
+        async def call(i: int) -> None:
+            r = await client.post(url, content=BODY, headers={"X-Request-Id": f"b{i}"})
+            assert r.status_code == 200
+
+        await call(-1)
+        return await _drive(call, total, depth)
+
+
+async def aiohttp_rate(url: str, total: int, depth: int) -> float:
+    """Requests/s of plain aiohttp, the ceiling for any aiohttp-based client."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=depth)) as session:
+
+        async def call(i: int) -> None:
+            async with session.post(url, data=BODY, headers={"X-Request-Id": f"b{i}"}) as r:
+                await r.read()
+                assert r.status == 200
+
+        await call(-1)
+        return await _drive(call, total, depth)
+
+
+def transports(total: int) -> dict[str, dict[str, float]]:
+    """The transport table: depth 1, 64 and 256 against a zero-latency simulator."""
+    out: dict[str, dict[str, float]] = {}
+    with simulator() as (base, _pid):
+        url = f"{base}/v1/chat/completions"
+        for depth in (1, 64, 256):
+            n = total // 3 if depth == 1 else total
+            row = {
+                "httpx": asyncio.run(httpx_rate(url, n, depth, False)),
+                "httpx+aiohttp": asyncio.run(httpx_rate(url, n, depth, True)),
+                "aiohttp": asyncio.run(aiohttp_rate(url, n, depth)),
+            }
+            out[str(depth)] = row
+            print(f"transport depth={depth:>3}: " + "  ".join(f"{k}={v:,.0f}/s" for k, v in row.items()), flush=True)
+    return out
+
+
+def connector_rate(kafka: KafkaSettings, total: int, in_flight: int, sim_args: list[str]) -> dict[str, float]:
+    """Completions/s of the connector subprocess over a JSONL file of ``total`` requests."""
+    with tempfile.TemporaryDirectory() as tmp, simulator(*sim_args) as (base, _pid):
+        path = Path(tmp) / "requests.jsonl"
+        tag = uuid.uuid4().hex[:8]
+        with path.open("w") as fh:
+            for i in range(total):
+                fh.write(json.dumps({"request_id": f"{tag}-{i}", "messages": [{"role": "user", "content": "q"}]}))
+                fh.write("\n")
+        cmd = [
+            sys.executable,
+            "-m",
+            "connector",
+            "--bootstrap",
+            kafka.bootstrap,
+            "--input-file",
+            str(path),
+            "--url",
+            f"{base}/v1/chat/completions",
+            "--raw-topic",
+            f"bench.raw.{tag}",
+            "--dlq-topic",
+            f"bench.dlq.{tag}",
+            "--state-topic",
+            f"bench.state.{tag}",
+            "--transactional-id",
+            f"bench-{tag}",
+            "--max-in-flight",
+            str(in_flight),
+            "--log-level",
+            "INFO",
+        ]
+        start = time.perf_counter()
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+        wall = time.perf_counter() - start
+    match = re.search(r"committed=(\d+) dlq=(\d+) elapsed_s=([\d.]+) rate=(\d+)", done.stderr)
+    assert match, done.stderr[-2000:]
+    committed, elapsed = int(match.group(1)), float(match.group(3))
+    return {
+        "requests": total,
+        "committed": committed,
+        "engine_s": elapsed,
+        "rate_per_s": committed / elapsed,
+        "process_wall_s": wall,
+        "rate_incl_startup_per_s": committed / wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every scenario, print the figures, write the JSON."""
+    p = argparse.ArgumentParser(prog="python -m bench.connector_bench", description=__doc__)
+    p.add_argument("--requests", type=int, default=20000)
+    p.add_argument("--transport-requests", type=int, default=6000)
+    p.add_argument("--skip-transports", action="store_true")
+    args = p.parse_args(argv)
+    result: dict[str, object] = {
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+    }
+    if not args.skip_transports:
+        result["transports_req_per_s"] = transports(args.transport_requests)
+    with broker() as kafka:
+        zero = connector_rate(kafka, args.requests, 256, [])
+        print(
+            f"connector, zero latency, 256 in flight: {zero['rate_per_s']:,.0f} completions/s "
+            f"({zero['committed']} in {zero['engine_s']:.1f}s; {zero['rate_incl_startup_per_s']:,.0f}/s incl. startup)",
+            flush=True,
+        )
+        slow = connector_rate(kafka, args.requests // 2, 256, ["--ttft-ms", "200"])
+        ideal = 256 / 0.2
+        print(
+            f"connector, 200 ms latency, 256 in flight: {slow['rate_per_s']:,.0f} completions/s "
+            f"= {slow['rate_per_s'] / ideal:.0%} of {ideal:,.0f}/s",
+            flush=True,
+        )
+        result["connector_zero_latency"] = zero
+        result["connector_200ms_256_in_flight"] = {**slow, "ideal_per_s": ideal, "fraction": slow["rate_per_s"] / ideal}
+    out = ROOT / "bench" / "results" / f"connector-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
