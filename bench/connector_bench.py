@@ -177,7 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-transports", action="store_true")
     args = p.parse_args(argv)
     result: dict[str, object] = {
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "loadavg_at_start": list(os.getloadavg()),
+        }
     }
     if not args.skip_transports:
         result["transports_req_per_s"] = transports(args.transport_requests)
