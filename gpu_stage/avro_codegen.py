@@ -129,7 +129,7 @@ def _emit(src: _Source, schema: Any, var: str, depth: int) -> None:
 def _emit_length(src: _Source, n: str, depth: int, *, branch: bool) -> None:
     table = "PLEN" if branch else "LEN"
     slow = "BRANCH + length_bytes" if branch else "length_bytes"
-    src.add(depth, f"w({table}[{n}] if {n} < SMALL else {slow}({n}))")
+    src.add(depth, f"out += {table}[{n}] if {n} < SMALL else {slow}({n})")
 
 
 def _emit_value(src: _Source, schema: Any, var: str, depth: int, *, branch: bool) -> None:
@@ -140,7 +140,7 @@ def _emit_value(src: _Source, schema: Any, var: str, depth: int, *, branch: bool
         src.add(depth, f"{b} = {var}.encode()")
         src.add(depth, f"{n} = len({b})")
         _emit_length(src, n, depth, branch=branch)
-        src.add(depth, f"w({b})")
+        src.add(depth, f"out += {b}")
     elif schema in ("int", "long"):
         lo, hi = _INT32 if schema == "int" else _INT64
         b = src.fresh("b")
@@ -149,12 +149,12 @@ def _emit_value(src: _Source, schema: Any, var: str, depth: int, *, branch: bool
         if branch:
             src.add(depth + 1, "a(2)")
         src.add(depth + 1, f"{b} = long_bytes({var}, {lo}, {hi})")
-        src.add(depth, f"w({b})")
+        src.add(depth, f"out += {b}")
     elif schema == "double":
-        src.add(depth, f"w({'pack_bd(2, ' if branch else 'pack_d('}{var}))")
+        src.add(depth, f"out += {'pack_bd(2, ' if branch else 'pack_d('}{var})")
     elif schema == "boolean":
         t, f = (b"\x02\x01", b"\x02\x00") if branch else (b"\x01", b"\x00")
-        src.add(depth, f"w({t!r} if {var} else {f!r})")
+        src.add(depth, f"out += {t!r} if {var} else {f!r}")
     elif isinstance(schema, dict) and schema["type"] == "record":
         if branch:
             src.add(depth, "a(2)")
@@ -186,7 +186,7 @@ def _emit_block(src: _Source, schema: dict[str, Any], var: str, depth: int, *, b
         _emit(src, schema["values"], item, depth + 2)
     src.add(depth + 1, "a(0)")
     src.add(depth, "else:")
-    src.add(depth + 1, f"w({_EMPTY_BLOCK[branch]!r})")
+    src.add(depth + 1, f"out += {_EMPTY_BLOCK[branch]!r}")
 
 
 def _emit_fields(src: _Source, fields: Sequence[dict[str, Any]], layout: Sequence[str], depth: int) -> None:
@@ -199,18 +199,17 @@ def _emit_fields(src: _Source, fields: Sequence[dict[str, Any]], layout: Sequenc
             nulls += 1
             continue
         if nulls:
-            src.add(depth, f"w({_NULL * nulls!r})")
+            src.add(depth, f"out += {_NULL * nulls!r}")
             nulls = 0
         _emit(src, field["type"], "None" if position is None else f"f{position}", depth)
     if nulls:
-        src.add(depth, f"w({_NULL * nulls!r})")
+        src.add(depth, f"out += {_NULL * nulls!r}")
 
 
 def _source(schema: dict[str, Any], layout: Sequence[str]) -> str:
     src = _Source()
     src.add(0, "def encode(rows):")
     src.add(1, "out = bytearray()")
-    src.add(1, "w = out.extend")
     src.add(1, "a = out.append")
     src.add(1, "ends = []")
     src.add(1, "end = ends.append")

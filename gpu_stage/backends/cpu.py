@@ -65,6 +65,45 @@ class CpuBackend:
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result)."""
+        body_rows, positions, bad = self._bodies(batch)
+        return ParseResult(self._encode(batch, body_rows, positions), bad)
+
+    def _encode(self, batch: RawBatch, good: list[tuple[Any, ...]], positions: list[int]) -> EncodedRows:
+        """Encode body tuples (:data:`BODY_FIELDS`) of the records at ``positions`` (the GPU backend uses it)."""
+        rows = self._with_meta(batch, good, positions)
+        return self.encode(rows, positions, [batch.keys[i] for i in positions])
+
+    def typed_rows(self, batch: RawBatch) -> tuple[list[tuple[Any, ...]], list[int], list[BadRecord]]:
+        """Typed row tuples (laid out as :data:`ROW_LAYOUT`), their batch positions, and dead letters.
+
+        Split from :meth:`parse` so benchmarks can time other encoders on exactly the same rows.
+        """
+        body_rows, positions, bad = self._bodies(batch)
+        return self._with_meta(batch, body_rows, positions), positions, bad
+
+    @staticmethod
+    def _with_meta(batch: RawBatch, body_rows: list[tuple[Any, ...]], positions: list[int]) -> list[tuple[Any, ...]]:
+        """Body tuples extended by the record's own values (:data:`meta.META_FIELDS`)."""
+        if not body_rows:
+            return []
+        meta_rows = meta.meta_rows(
+            [batch.keys[i] for i in positions],
+            [batch.headers[i] for i in positions],
+            _picked(batch.partitions, positions),
+            _picked(batch.offsets, positions),
+            _picked(batch.timestamps_ms, positions),
+        )
+        return [body + extra for body, extra in zip(body_rows, meta_rows, strict=True)]
+
+    def encode(self, rows: list[tuple[Any, ...]], positions: list[int], keys: list[bytes | None]) -> EncodedRows:
+        """Avro datums of typed rows, all in one buffer."""
+        if not rows:
+            return EncodedRows()
+        buf, offsets = self._encoder.encode_tuples(rows, ROW_LAYOUT)
+        return EncodedRows(buf, offsets, np.asarray(positions, dtype=np.int64), keys)
+
+    def _bodies(self, batch: RawBatch) -> tuple[list[tuple[Any, ...]], list[int], list[BadRecord]]:
+        """Typed body values of the good records, their positions, and the dead letters."""
         limit = self.settings.max_record_bytes
         validator = self._validator
         loads = orjson.loads
@@ -89,23 +128,7 @@ class CpuBackend:
                 bad.append(self._bad(batch, i, exc.reason, exc.text))
                 continue
             positions.append(i)
-        return ParseResult(self._encode(batch, rows, positions), bad)
-
-    def _encode(self, batch: RawBatch, body_rows: list[tuple[Any, ...]], positions: list[int]) -> EncodedRows:
-        """Append the record's own columns to each body row and encode the rows in one pass."""
-        if not body_rows:
-            return EncodedRows()
-        keys = [batch.keys[i] for i in positions]
-        meta_rows = meta.meta_rows(
-            keys,
-            [batch.headers[i] for i in positions],
-            _picked(batch.partitions, positions),
-            _picked(batch.offsets, positions),
-            _picked(batch.timestamps_ms, positions),
-        )
-        rows = [body + extra for body, extra in zip(body_rows, meta_rows, strict=True)]
-        buf, offsets = self._encoder.encode_tuples(rows, ROW_LAYOUT)
-        return EncodedRows(buf, offsets, np.asarray(positions, dtype=np.int64), keys)
+        return rows, positions, bad
 
 
 def _picked(column: IntColumn, positions: list[int]) -> list[int]:
