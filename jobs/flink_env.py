@@ -65,6 +65,16 @@ def register_table(t_env: TableEnvironment, name: str, ddl: str) -> None:
         raise JobError(msg) from exc
 
 
+def register_view(t_env: TableEnvironment, name: str, query: str) -> None:
+    """(Re)create a session-scoped view, e.g. a union that a window TVF then reads by name."""
+    try:
+        t_env.execute_sql(f"DROP TEMPORARY VIEW IF EXISTS `{name}`")
+        t_env.execute_sql(f"CREATE TEMPORARY VIEW `{name}` AS {query}")
+    except Py4JError as exc:
+        msg = f"cannot create view {name}: {_java_message(exc)}"
+        raise JobError(msg) from exc
+
+
 def insert_pipeline(t_env: TableEnvironment, query: str, sink: str) -> Any:
     """The ``INSERT INTO sink <query>`` pipeline (a PyFlink ``TablePipeline``), planned but not run."""
     try:

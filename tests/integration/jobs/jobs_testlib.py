@@ -60,7 +60,7 @@ def produce_typed(kafka: KafkaSettings, topic: str, rows: Iterable[dict[str, Any
 def job_settings(kafka: KafkaSettings, typed: str, features: str, dlq: str | None = None) -> JobSettings:
     """Bounded settings: read the topics from the start to their current end, watermark per record."""
     read = ReadRange(start="earliest", until="latest")
-    event_time = EventTime(delay_s=DELAY_S, idle_timeout_s=1, on_event=True)
+    event_time = EventTime(delay_s=DELAY_S, idle_timeout_s=600, on_event=True)  # no source goes idle early
     dlq_source = TopicSource(kafka, dlq, read, event_time) if dlq else None
     return JobSettings(typed=TopicSource(kafka, typed, read, event_time), sink=SinkSettings(topic=features),
                        flink=FLINK, record=RECORD, dlq=dlq_source)
