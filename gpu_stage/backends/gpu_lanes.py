@@ -34,6 +34,8 @@ def device_safe(value: bytes, limit: int) -> bool:
         return False
     if _UNSAFE.search(value) is not None:
         return False
+    if value.count(b"{") != value.count(b"}") or value.count(b"[") != value.count(b"]"):
+        return False  # the device reader accepts trailing brackets (``{...}}``) that strict JSON rejects
     if not value.isascii():
         try:
             value.decode("utf-8")
