@@ -38,6 +38,7 @@ class WorkerSettings:
     metrics_port: int | None = None
     exit_when_idle_s: float | None = None
     progress_every_s: float = 10.0
+    txn_deadline_s: float = 120.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,6 +77,8 @@ def parser() -> argparse.ArgumentParser:
     env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=int, help="serve Prometheus metrics here")
     env_option(o, "--exit-when-idle", "GPU_STAGE_EXIT_WHEN_IDLE_S", type=float,
                help="exit 0 after this many seconds without input (backfills, tests)")
+    env_option(o, "--txn-deadline", "GPU_STAGE_TXN_DEADLINE_S", default=120.0, type=float,
+               help="exit (for a supervised restart) when one transaction hangs longer than this")
     p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
     p.add_argument("--log-level", default="INFO", help="logging level")
     return p
@@ -107,6 +110,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         gpu_pool_bytes=args.gpu_pool_bytes,
         metrics_port=args.metrics_port,
         exit_when_idle_s=args.exit_when_idle,
+        txn_deadline_s=args.txn_deadline,
     )
 
 

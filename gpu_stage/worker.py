@@ -9,6 +9,8 @@ lands inside an open transaction: on revoke we only forget what we buffered from
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -57,10 +59,8 @@ class Worker:
         self._buffer: list[Message] = []
         self.consumer = Consumer(
             settings.kafka, settings.group_id, [settings.raw_topic],
-            # Static membership keyed by the stable instance id: a restarted worker takes its partitions
-            # back at once instead of waiting for the dead member's session to time out.
-            config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20,
-                    "group.instance.id": settings.transactional_id, "session.timeout.ms": 10_000},
+            # A short session lets a restarted worker get the partitions of a crashed one within seconds.
+            config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20, "session.timeout.ms": 10_000},
             on_revoke=self._on_revoke,
         )
         self.producer = self._new_producer()
@@ -154,6 +154,21 @@ class Worker:
             raise ParseError(msg)
 
     def _transact(self, messages: list[Message], result: ParseResult) -> None:
+        """Produce and commit one batch under a watchdog.
+
+        librdkafka's ``send_offsets_to_transaction`` can block past its timeout when the group
+        coordinator disappears (confluentinc/librdkafka#5456). A hung transaction is never committed,
+        so exiting lets the supervisor restart us; the new instance fences the old transaction.
+        """
+        watchdog = threading.Timer(self.settings.txn_deadline_s, _exit_hung, (self.settings.txn_deadline_s,))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            self._transact_unguarded(messages, result)
+        finally:
+            watchdog.cancel()
+
+    def _transact_unguarded(self, messages: list[Message], result: ParseResult) -> None:
         producer = self.producer
         producer.begin()
         for _row, key, value in result.encoded.items():
@@ -198,6 +213,15 @@ class Worker:
             metrics.LAG.labels(topic, str(part)).set(lag)
         log.info("batches=%d in=%d typed=%d dlq=%d aborts=%d rate=%.0f rec/s backend=%s",
                  t.batches, t.records_in, t.typed, t.dead, t.aborts, t.records_in / elapsed, self.backend.name)
+
+
+EXIT_HUNG = 75
+
+
+def _exit_hung(deadline_s: float) -> None:
+    log.critical("a transaction did not finish in %.0fs: exiting %d so a restart fences it", deadline_s, EXIT_HUNG)
+    logging.shutdown()
+    os._exit(EXIT_HUNG)
 
 
 def to_batch(messages: list[Message]) -> RawBatch:

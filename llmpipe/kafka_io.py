@@ -393,7 +393,7 @@ class Consumer:
             if error is None:
                 out.append(_to_message(msg))
             elif error.code() != KafkaError._PARTITION_EOF:
-                if error.fatal():
+                if error.fatal() or error.code() == KafkaError._FATAL:
                     raise SourceError(str(error))
                 log.warning("consume: %s", error)
         return out
