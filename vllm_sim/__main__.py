@@ -15,6 +15,7 @@ import sys
 
 from aiohttp import web
 
+from llmpipe import aio
 from vllm_sim.config import DEFAULT_MIX, FaultRates, Latency, SimConfig
 from vllm_sim.server import Simulator
 
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    asyncio.run(serve(config_from(args), args.host, args.port))
+    log.info("event loop: %s", aio.loop_name())
+    aio.run(serve(config_from(args), args.host, args.port))
     return 0
 
 

@@ -7,7 +7,7 @@ SSE stream of the same request carry the same facts.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -54,6 +54,14 @@ class Choice:
     tool_calls: tuple[ToolCall, ...]
     finish_reason: str
     stop_reason: int | str | None
+    tokens_generated: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Counted once here: the latency model, the usage block and the token metric all need it,
+        # and tokenizing long content is the costliest step of answering a request.
+        count = len(self.pieces()) + (len(tokens(self.reasoning)) if self.reasoning else 0)
+        count += sum(len(tokens(t.arguments)) for t in self.tool_calls)
+        object.__setattr__(self, "tokens_generated", count)
 
     def pieces(self) -> list[str]:
         """The content's tokens (empty when there is no content)."""
@@ -61,8 +69,7 @@ class Choice:
 
     def token_count(self) -> int:
         """Generated tokens: content, reasoning and tool-call arguments."""
-        count = len(self.pieces()) + (len(tokens(self.reasoning)) if self.reasoning else 0)
-        return count + sum(len(tokens(t.arguments)) for t in self.tool_calls)
+        return self.tokens_generated
 
 
 @dataclass(frozen=True, slots=True)
