@@ -51,7 +51,8 @@ class CpuBackend:
         self._encoder = BulkEncoder(self.settings.record.avro)
         log.debug("cpu backend ready (schema %s)", self.settings.record.fingerprint)
 
-    def _bad(self, batch: RawBatch, i: int, reason: Reason, text: str) -> BadRecord:
+    def bad_record(self, batch: RawBatch, i: int, reason: Reason, text: str) -> BadRecord:
+        """The dead letter for position ``i`` (public: the GPU backend's slow lane builds the same)."""
         return BadRecord(
             raw=batch.values[i],
             stage=self.settings.stage,
@@ -66,9 +67,9 @@ class CpuBackend:
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result)."""
         body_rows, positions, bad = self._bodies(batch)
-        return ParseResult(self._encode(batch, body_rows, positions), bad)
+        return ParseResult(self.encode_bodies(batch, body_rows, positions), bad)
 
-    def _encode(self, batch: RawBatch, good: list[tuple[Any, ...]], positions: list[int]) -> EncodedRows:
+    def encode_bodies(self, batch: RawBatch, good: list[tuple[Any, ...]], positions: list[int]) -> EncodedRows:
         """Encode body tuples (:data:`BODY_FIELDS`) of the records at ``positions`` (the GPU backend uses it)."""
         rows = self._with_meta(batch, good, positions)
         return self.encode(rows, positions, [batch.keys[i] for i in positions])
@@ -112,20 +113,20 @@ class CpuBackend:
         bad: list[BadRecord] = []
         for i, value in enumerate(batch.values):
             if len(value) > limit:
-                bad.append(self._bad(batch, i, Reason.TOO_LARGE, TOO_LARGE_TEXT))
+                bad.append(self.bad_record(batch, i, Reason.TOO_LARGE, TOO_LARGE_TEXT))
                 continue
             try:
                 obj = loads(value)
             except orjson.JSONDecodeError:
-                bad.append(self._bad(batch, i, *decode_failure(value)))
+                bad.append(self.bad_record(batch, i, *decode_failure(value)))
                 continue
             if type(obj) is not dict:
-                bad.append(self._bad(batch, i, Reason.NOT_AN_OBJECT, NOT_AN_OBJECT_TEXT))
+                bad.append(self.bad_record(batch, i, Reason.NOT_AN_OBJECT, NOT_AN_OBJECT_TEXT))
                 continue
             try:
                 rows.append(extract(obj, validator))
             except BadBody as exc:
-                bad.append(self._bad(batch, i, exc.reason, exc.text))
+                bad.append(self.bad_record(batch, i, exc.reason, exc.text))
                 continue
             positions.append(i)
         return rows, positions, bad

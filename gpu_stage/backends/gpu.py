@@ -2,17 +2,19 @@ r"""The GPU backend: cuDF reads each batch on the device; rows it cannot reprodu
 
 What runs where, per batch:
 
-1. Host: a cheap pre-screen per body (:func:`gpu_stage.backends.gpu_lanes.device_safe`): size limit,
+1. Host: a pre-screen per body (:func:`gpu_stage.backends.gpu_lanes.device_safe`): size limit,
    starts with ``{`` and ends with ``}``, no raw control bytes (a raw newline would split the
    JSON-lines buffer), no ``\\u`` escapes, no ``NaN``/``Infinity``, no explicit null message/delta,
-   valid UTF-8. The safe bodies are joined into one newline-delimited buffer.
+   a strict JSON object, no key repeated within one object (orjson keeps the last of duplicate keys,
+   the device reader the first). The safe bodies are joined into one newline-delimited buffer.
 2. Device (cuDF): two reads of that buffer with the declared schema (``gpu_read``): token texts for
    the type rules of ``gpu_stage/semantics.md`` and decoded values; the fast-lane mask (types,
    integer ranges, supported ``object``, integer ``created``, at most one choice, no unknown or
    ``metadata``/``error`` keys), first-choice selection, integer conversion, ``created`` to ms.
-3. Host: the fast rows' columns are copied back; content and tool arguments get their second-stage
-   parse (:mod:`gpu_stage.content`, per row, CPU). Every other row, including every row that ends as a
-   dead letter, takes the slow lane: the CPU reference per record (``gpu_lanes.reference_row``).
+3. Host: the fast rows' columns are copied back; rows are built column by column, and content
+   and tool arguments get their second-stage parse (:mod:`gpu_stage.content`, per value, CPU).
+   Every other row, including every row that ends as a dead letter, takes the slow lane: the CPU
+   reference per record (``gpu_lanes.reference_row``).
 4. Host: all good rows, in batch order, are encoded by the same :class:`BulkEncoder` as the CPU backend.
 
 So the output is byte-identical to the CPU backend by construction for slow rows, and by the
@@ -26,12 +28,14 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.cpu import CpuBackend
 from gpu_stage.backends.gpu_lanes import device_safe, reference_row
+from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.content import ContentValidator, parse_content, parse_tool_arguments
 from gpu_stage.extract import BODY_FIELDS
@@ -94,14 +98,33 @@ class LaneStats:
         """Share of rows that took the slow lane so far."""
         return self.slow_rows / self.rows if self.rows else 0.0
 
+    def reset(self) -> None:
+        """Start counting afresh (per benchmark or test run, so figures are not cumulative)."""
+        self.rows = self.slow_rows = self.batches = self.slow_batches = 0
+
+
+def _device_sync() -> Callable[[], None]:
+    """A callable that waits for the device (cupy where present, else numba, both ship with cuDF)."""
+    try:
+        sync: Callable[[], None] = importlib.import_module("cupy").cuda.runtime.deviceSynchronize
+    except ImportError:
+        sync = importlib.import_module("numba.cuda").synchronize
+    return sync
+
 
 class GpuBackend:
     """Parses batches with cuDF on the device plus a CPU slow lane; see the module docstring."""
 
     name = "gpu"
 
-    def __init__(self, settings: TransformSettings | None = None, *, pool_bytes: int = DEFAULT_POOL_BYTES) -> None:
-        """Cap the device memory pool, import cuDF, and build the shared encoder and validator."""
+    def __init__(
+        self, settings: TransformSettings | None = None, *, pool_bytes: int = DEFAULT_POOL_BYTES, profile: bool = False
+    ) -> None:
+        """Cap the device memory pool, import cuDF, and build the shared encoder and validator.
+
+        ``profile`` makes :attr:`clock` wait for the device at every stage edge, so stage times are
+        exact (benchmarks); without it the stages are still timed, device work lands where it syncs.
+        """
         reason = unusable_reason()
         if reason is not None:
             msg = f"the GPU backend cannot run here: {reason}"
@@ -112,26 +135,37 @@ class GpuBackend:
         self._cpu = CpuBackend(self.settings)
         self._validator = ContentValidator(self.settings.record.content_schema)
         self.stats = LaneStats()
+        self.clock = StageClock(_device_sync() if profile else None)
+
+    def reset_counters(self) -> None:
+        """Zero the lane counts and stage timings (after a warm-up, or per test run)."""
+        self.stats.reset()
+        self.clock.reset()
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result, same bytes as the CPU backend)."""
         limit = self.settings.max_record_bytes
-        safe = [i for i, value in enumerate(batch.values) if device_safe(value, limit)]
+        clock = self.clock
+        with clock.stage("screen"):
+            safe = [i for i, value in enumerate(batch.values) if device_safe(value, limit)]
         rows: dict[int, tuple[Any, ...]] = self._device_rows(batch, safe) if safe else {}
         good: list[tuple[Any, ...]] = []
         positions: list[int] = []
         bad: list[BadRecord] = []
-        for i, value in enumerate(batch.values):
-            row = rows.get(i)
-            if row is None:
-                row = reference_row(value, self._validator, limit)
-                if isinstance(row[0], Reason):
-                    bad.append(self._cpu._bad(batch, i, row[0], row[1]))
-                    continue
-            good.append(row)
-            positions.append(i)
+        with clock.stage("slow_lane"):
+            for i, value in enumerate(batch.values):
+                row = rows.get(i)
+                if row is None:
+                    row = reference_row(value, self._validator, limit)
+                    if isinstance(row[0], Reason):
+                        bad.append(self._cpu.bad_record(batch, i, row[0], row[1]))
+                        continue
+                good.append(row)
+                positions.append(i)
         self._count(len(batch), len(batch) - len(rows), fallback=bool(safe) and not rows)
-        return ParseResult(self._cpu._encode(batch, good, positions), bad)
+        with clock.stage("encode"):
+            encoded = self._cpu.encode_bodies(batch, good, positions)
+        return ParseResult(encoded, bad)
 
     def _count(self, n: int, slow: int, *, fallback: bool) -> None:
         stats = self.stats
@@ -144,30 +178,45 @@ class GpuBackend:
     def _device_rows(self, batch: RawBatch, safe: list[int]) -> dict[int, tuple[Any, ...]]:
         """Typed values of the fast-lane rows among ``safe`` positions, keyed by batch position."""
         gpu_read = importlib.import_module("gpu_stage.backends.gpu_read")
-        buf = b"\n".join(batch.values[i] for i in safe)
+        with self.clock.stage("join"):
+            buf = b"\n".join([batch.values[i] for i in safe])
         try:
-            fast = gpu_read.read_fast(self._cudf, buf, len(safe))
+            fast = gpu_read.read_fast(self._cudf, buf, len(safe), self.clock)
         except gpu_read.DeviceReadError as exc:
             log.warning("gpu batch of %d rows takes the slow lane: %s", len(batch), exc)
             return {}
         positions = [i for i, ok in zip(safe, fast.lane, strict=True) if ok]
-        return dict(zip(positions, self._assemble(fast.columns, len(positions)), strict=True))
+        with self.clock.stage("assemble"):
+            rows = self._assemble(fast.columns)
+        return dict(zip(positions, rows, strict=True))
 
-    def _assemble(self, cols: dict[str, list[Any]], n: int) -> list[tuple[Any, ...]]:
-        """Fast-lane columns → rows of :data:`BODY_FIELDS`, with the second-stage parses on the host."""
+    def _assemble(self, cols: dict[str, list[Any]]) -> list[tuple[Any, ...]]:
+        """Fast-lane columns → rows of :data:`BODY_FIELDS`, built column by column.
+
+        The second-stage parses (content against the schema, tool arguments) run per value on the
+        host with the CPU backend's own functions, so their results are the reference's.
+        """
         validator = self._validator
-        out: list[tuple[Any, ...]] = []
-        for j in range(n):
-            values = {name: col[j] for name, col in cols.items()}
-            text = values["content_text"]
-            valid, error, content = parse_content(text, validator) if text is not None else (None, None, None)
-            args, args_valid = parse_tool_arguments(values["tool_arguments"])
-            choices = []
-            if values["num_choices"]:
-                choices = [{"index": values["index"], "finish_reason": values["finish_reason"], "content": text}]
-            values.update(
-                tool_arguments=args, tool_arguments_valid=args_valid, choices=choices, metadata=None,
-                extra={}, content=content, content_valid=valid, content_error=error,
-            )  # fmt: skip
-            out.append(tuple(values[name] for name in BODY_FIELDS))
-        return out
+        texts = cols["content_text"]
+        n = len(texts)
+        none3: tuple[None, None, None] = (None, None, None)
+        parsed = [none3 if text is None else parse_content(text, validator) for text in texts]
+        tools = [parse_tool_arguments(a) for a in cols["tool_arguments"]]
+        choices = [
+            [{"index": index, "finish_reason": finish, "content": text}] if count else []
+            for count, index, finish, text in zip(
+                cols["num_choices"], cols["index"], cols["finish_reason"], texts, strict=True
+            )
+        ]
+        derived: dict[str, list[Any]] = {
+            "tool_arguments": [t[0] for t in tools],
+            "tool_arguments_valid": [t[1] for t in tools],
+            "choices": choices,
+            "metadata": [None] * n,
+            "extra": [{} for _ in range(n)],
+            "content_valid": [p[0] for p in parsed],
+            "content_error": [p[1] for p in parsed],
+            "content": [p[2] for p in parsed],
+        }
+        columns = [derived[name] if name in derived else cols[name] for name in BODY_FIELDS]
+        return list(zip(*columns, strict=True)) if n else []

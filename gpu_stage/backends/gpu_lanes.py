@@ -17,31 +17,62 @@ from gpu_stage.content import ContentValidator
 from gpu_stage.extract import BadBody, extract
 from llmpipe.dlq import Reason
 
-_UNSAFE = re.compile(rb'[\x00-\x1f]|\\u|NaN|Infinity|"(?:message|delta)"\s*:\s*null')
-"""Bytes the device path does not reproduce exactly: raw control bytes (a raw newline would split the
-JSON-lines buffer), ``\\u`` escapes (lone surrogates must be rejected, the device reader does not),
-non-finite number tokens, and an explicit ``null`` message/delta (the device reader cannot tell
-``"message": null`` from an absent key, and the contract treats them differently)."""
+_CONTROL = bytes(range(0x20))
+_UNSAFE_TOKENS = (b"\\u", b"NaN", b"Infinity", b" :")
+"""Substrings the device path does not reproduce exactly: ``\\u`` escapes (lone surrogates must be
+rejected, the device reader does not), non-finite number tokens, and a space before a colon (the
+duplicate-key count below reads key tokens as ``":``)."""
+_NULL_MESSAGE = (re.compile(rb'"message"\s*:\s*null'), re.compile(rb'"delta"\s*:\s*null'))
+"""The device reader cannot tell ``"message": null`` from an absent key, and the contract treats them
+differently. Two patterns with literal prefixes, because ``re`` scans for a literal prefix quickly."""
+
+
+def key_tokens(text: bytes) -> int:
+    r"""An upper bound of the number of object keys in JSON ``text`` with no space before a colon.
+
+    Exact unless a string starts with a colon or three backslashes precede an escaped quote. A key
+    ends in ``":``; inside a string every quote is escaped, so ``\":`` is no key, ``\\":`` (an escaped
+    backslash closing the key) is one. Runs of three or more backslashes count as keys:
+    the error only ever adds, which keeps :func:`has_duplicate_keys` conservative.
+    """
+    return text.count(b'":') - text.count(b'\\":') + text.count(b'\\\\":')
+
+
+def has_duplicate_keys(value: bytes, obj: dict[str, Any]) -> bool:
+    r"""Whether some object in ``value`` may repeat a key (orjson keeps the last, cuDF the first).
+
+    ``obj`` is ``orjson.loads(value)``, in which repeated keys are already merged; its re-encoding
+    holds every surviving string byte for byte (no ``\u`` escapes reach here; ``\/`` becomes ``/``,
+    which touches no backslash run before a quote), so its
+    :func:`key_tokens` count equals the body's when no key repeats and is smaller when one does.
+    Keys of different objects may share a name (``id`` of a body and of its tool calls): that is no
+    repeat, and such bodies stay on the device. Needs no space before a colon (checked earlier).
+    """
+    return key_tokens(value) != key_tokens(orjson.dumps(obj))
 
 
 def device_safe(value: bytes, limit: int) -> bool:
     """Whether a body may go to the device reader; False sends it to the slow lane.
 
-    Cheap by design (length, first/last byte, one regex scan, a UTF-8 check only for non-ASCII), so
-    the pre-screen never costs more than a small part of a per-record JSON parse.
+    The checks, cheapest first: size limit, starts with ``{`` and ends with ``}``, no raw control
+    bytes (a raw newline would split the JSON-lines buffer), none of :data:`_UNSAFE_TOKENS`, no
+    explicit null message/delta, a strict JSON object by orjson (this also rejects invalid UTF-8 and
+    the trailing brackets ``{...}}`` the device reader would accept), and no key repeated within one
+    object (:func:`has_duplicate_keys`).
     """
     if len(value) > limit or value[:1] != b"{" or value[-1:] != b"}":
         return False
-    if _UNSAFE.search(value) is not None:
+    if len(value.translate(None, _CONTROL)) != len(value):
         return False
-    if value.count(b"{") != value.count(b"}") or value.count(b"[") != value.count(b"]"):
-        return False  # the device reader accepts trailing brackets (``{...}}``) that strict JSON rejects
-    if not value.isascii():
-        try:
-            value.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
-    return True
+    if any(token in value for token in _UNSAFE_TOKENS):
+        return False
+    if any(pattern.search(value) is not None for pattern in _NULL_MESSAGE):
+        return False
+    try:
+        obj = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return False
+    return type(obj) is dict and not has_duplicate_keys(value, obj)
 
 
 def reference_row(value: bytes, validator: ContentValidator, limit: int) -> tuple[Any, ...] | tuple[Reason, str]:

@@ -23,6 +23,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_stage.backends.stages import StageClock
+
 log = logging.getLogger(__name__)
 
 OBJECT_TOKENS = ('"chat.completion"', '"chat.completion.chunk"', '"text_completion"')
@@ -237,14 +239,20 @@ def _as_int(tok: Any) -> Any:
     return tok.where(_matches(tok, INT64_TOKEN)).astype("int64")
 
 
-def read_fast(cudf: Any, buf: bytes, n: int) -> FastRows:
+def read_fast(cudf: Any, buf: bytes, n: int, clock: StageClock | None = None) -> FastRows:
     """Read ``n`` JSON lines from ``buf`` on the device; host columns of the fast rows."""
+    clock = clock or StageClock()
     dtypes = declared_dtypes(cudf)
-    tokens = _Nav(cudf, _frame(cudf, buf, n, dtypes, tokens=True))
-    values = _Nav(cudf, _frame(cudf, buf, n, dtypes, tokens=False))
-    mask, use_msg, use_delta = fast_mask(tokens)
-    lane: list[bool] = _host(mask)
-    return FastRows(lane, _columns(tokens, values, mask, use_msg, use_delta))
+    with clock.stage("read_tokens"):
+        tokens = _Nav(cudf, _frame(cudf, buf, n, dtypes, tokens=True))
+    with clock.stage("read_values"):
+        values = _Nav(cudf, _frame(cudf, buf, n, dtypes, tokens=False))
+    with clock.stage("mask"):
+        mask, use_msg, use_delta = fast_mask(tokens)
+        lane: list[bool] = _host(mask)
+    with clock.stage("columns"):
+        columns = _columns(tokens, values, mask, use_msg, use_delta)
+    return FastRows(lane, columns)
 
 
 def _under(nav: _Nav, msg: Any, path: tuple[str, ...]) -> Any:
