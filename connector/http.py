@@ -1,8 +1,11 @@
 """One vLLM call with timeouts and retries, returning a reply or a failure (never raising).
 
-The client is httpx's ``AsyncClient`` over the aiohttp transport (``httpx-aiohttp``): httpx's API,
-aiohttp's connection pool, which keeps its throughput at hundreds of requests in flight where
-httpcore's pool collapses (figures in ``bench/``).
+The caller speaks the small part of httpx's ``AsyncClient`` API in :class:`HttpClient`. Three clients
+provide it (``--transport``): ``direct`` (default), an aiohttp session behind that API; ``aiohttp``,
+httpx over the aiohttp transport (``httpx-aiohttp``); ``httpx``, httpx with its own httpcore pool,
+which collapses at hundreds of requests in flight. ``direct`` costs the least CPU per request: on
+the 2-core benchmark machine httpx's layers above the aiohttp transport took more CPU than aiohttp
+itself (figures in ``bench/results/``).
 """
 
 from __future__ import annotations
@@ -12,11 +15,16 @@ import logging
 import random
 import ssl
 import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol, Self
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+from connector.direct import DirectClient
 from connector.metrics import ConnectorMetrics
 from connector.retry import RetryPolicy
 from connector.stream import Reassembler, StreamErrorEvent, StreamIncomplete
@@ -41,7 +49,7 @@ class HttpOptions:
     client_cert: str | None = None
     client_key: str | None = None
     insecure: bool = False
-    transport: str = "aiohttp"
+    transport: str = "direct"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +83,83 @@ def _ssl_context(options: HttpOptions) -> ssl.SSLContext | bool:
     return context
 
 
-def make_client(options: HttpOptions) -> httpx.AsyncClient:
+class Answer(Protocol):
+    """What the caller reads from a reply (httpx's ``Response`` has it, and so does the direct client's)."""
+
+    @property
+    def status_code(self) -> int:
+        """HTTP status."""
+        ...
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """Response headers (case-insensitive lookup not required: the retry policy lowers them)."""
+        ...
+
+
+class FullAnswer(Answer, Protocol):
+    """A reply read to its end."""
+
+    @property
+    def content(self) -> bytes:
+        """The whole body, byte-exact."""
+        ...
+
+
+class StreamAnswer(Answer, Protocol):
+    """A reply whose body is still arriving."""
+
+    async def aread(self) -> bytes:
+        """The rest of the body."""
+        ...
+
+    def aiter_lines(self) -> AsyncIterator[str]:
+        """Body lines without their endings."""
+        ...
+
+
+class HttpClient(Protocol):
+    """The part of ``httpx.AsyncClient`` the caller uses; transport faults raise ``httpx.HTTPError``."""
+
+    async def post(self, url: str, *, content: bytes, headers: dict[str, str]) -> FullAnswer:
+        """Send a body and read the whole reply."""
+        ...
+
+    def stream(
+        self, method: str, url: str, *, content: bytes, headers: dict[str, str]
+    ) -> AbstractAsyncContextManager[StreamAnswer]:
+        """Send a body; the reply is read inside the block."""
+        ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None: ...
+
+
+def make_client(options: HttpOptions) -> HttpClient:
     """The shared async client: keep-alive pool sized to the in-flight cap, auth header set once."""
-    limits = httpx.Limits(max_connections=options.max_connections, max_keepalive_connections=options.max_connections)
     verify = _ssl_context(options)
+    headers = {"Content-Type": "application/json"}
+    if options.api_key:
+        headers["Authorization"] = f"Bearer {options.api_key.reveal()}"
+    if options.transport == "direct":
+        return DirectClient(
+            verify=verify,
+            max_connections=options.max_connections,
+            headers=headers,
+            connect_timeout_s=options.connect_timeout_s,
+        )
+    limits = httpx.Limits(max_connections=options.max_connections, max_keepalive_connections=options.max_connections)
     transport: httpx.AsyncBaseTransport
     if options.transport == "aiohttp":
         transport = AiohttpTransport(verify=verify, limits=limits, trust_env=False)
     else:
         transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, trust_env=False)
-    headers = {"Content-Type": "application/json"}
-    if options.api_key:
-        headers["Authorization"] = f"Bearer {options.api_key.reveal()}"
     timeout = httpx.Timeout(options.timeout_s, connect=options.connect_timeout_s)
     return httpx.AsyncClient(transport=transport, headers=headers, timeout=timeout, trust_env=False)
 
@@ -95,32 +168,32 @@ class Caller:
     """Calls one endpoint with the retry policy; safe to share between tasks."""
 
     def __init__(
-        self, client: httpx.AsyncClient, options: HttpOptions, policy: RetryPolicy, metrics: ConnectorMetrics
+        self, client: HttpClient, options: HttpOptions, policy: RetryPolicy, metrics: ConnectorMetrics
     ) -> None:
         self.client = client
         self.options = options
         self.policy = policy
         self.metrics = metrics
 
-    async def _once(self, body: bytes, headers: dict[str, str]) -> tuple[httpx.Response, bytes, int | None]:
+    async def _once(self, body: bytes, headers: dict[str, str]) -> tuple[Answer, bytes, int | None]:
         start = time.monotonic()
         if not self.options.stream:
-            response = await self.client.post(self.options.url, content=body, headers=headers)
-            return response, response.content, None
-        async with self.client.stream("POST", self.options.url, content=body, headers=headers) as response:
-            if response.status_code >= 300:
-                return response, await response.aread(), None
+            full = await self.client.post(self.options.url, content=body, headers=headers)
+            return full, full.content, None
+        async with self.client.stream("POST", self.options.url, content=body, headers=headers) as streamed:
+            if streamed.status_code >= 300:
+                return streamed, await streamed.aread(), None
             parts = Reassembler()
             ttft: int | None = None
-            async for line in response.aiter_lines():
+            async for line in streamed.aiter_lines():
                 if ttft is None and line.startswith("data:"):
                     ttft = int((time.monotonic() - start) * 1000)
                 parts.feed(line)
-            return response, parts.body(), ttft
+            return streamed, parts.body(), ttft
 
     async def call(self, request_id: str, body: bytes) -> Reply | Failure:
         """Up to ``max_attempts`` attempts; 2xx → Reply, other 4xx → HTTP_STATUS, else RETRIES_EXHAUSTED."""
-        rng = random.Random(request_id)
+        rng: random.Random | None = None  # seeded only when a retry needs jitter: seeding hashes the id
         headers = {"X-Request-Id": request_id}
         start = time.monotonic()
         last: Failure | None = None
@@ -147,6 +220,7 @@ class Caller:
                 hint, cause = dict(response.headers), str(status)
             if attempt < self.policy.max_attempts:
                 self.metrics.retries.labels(cause).inc()
+                rng = rng or random.Random(request_id)
                 await asyncio.sleep(self.policy.delay(attempt, hint, rng))
         assert last is not None  # the loop runs at least once
         return last

@@ -82,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(http, "--client-cert", help="client certificate (PEM)")
     _opt(http, "--client-key", help="client key (PEM)")
     _opt(http, "--insecure", action="store_true", default=False, help="skip TLS verification")
-    _opt(http, "--transport", default="aiohttp", choices=["aiohttp", "httpx"], help="httpx transport")
+    _opt(
+        http,
+        "--transport",
+        default="direct",
+        choices=["direct", "aiohttp", "httpx"],
+        help="direct: aiohttp session; aiohttp: httpx over the aiohttp transport; httpx: httpx's own pool",
+    )
     flow = p.add_argument_group("flow")
     _opt(flow, "--max-in-flight", default=256, type=int, help="concurrent HTTP calls")
     _opt(flow, "--max-pending", default=0, type=int, help="read-but-uncommitted cap (0: 8 x in-flight)")
