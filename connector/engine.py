@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ class Engine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._source: Source | None = None
         self._producer: kafka_io.TransactionalProducer | None = None
+        # Labelled children looked up once: ``labels()`` takes a lock and a dict lookup per call.
+        self._prompt_tokens = metrics.tokens.labels("prompt")
+        self._completion_tokens = metrics.tokens.labels("completion")
 
     def stop(self) -> None:
         """Ask for a clean stop: no more intake, finish calls (bounded), commit, return."""
@@ -194,8 +198,8 @@ class Engine:
         try:
             parsed = orjson.loads(body)
             usage = parsed["usage"]
-            self.metrics.tokens.labels("prompt").inc(usage["prompt_tokens"])
-            self.metrics.tokens.labels("completion").inc(usage["completion_tokens"])
+            self._prompt_tokens.inc(usage["prompt_tokens"])
+            self._completion_tokens.inc(usage["completion_tokens"])
             if self.options.body.response_format is not None:
                 orjson.loads(parsed["choices"][0]["message"]["content"])
                 self.metrics.valid_json_tokens.inc(usage["completion_tokens"])
@@ -286,13 +290,15 @@ class Engine:
         self.stats.transactions += 1
         self.metrics.transactions.labels("committed").inc()
         self.metrics.pending.set(self._pending)
-        for out in outs:
-            if out.reason is not None:
-                self.stats.dead_letters += 1
-                self.metrics.dead_letters.labels(out.reason).inc()
-                self.metrics.records_out.labels("dlq").inc()
-            else:
-                self.metrics.records_out.labels("raw").inc()
+        reasons = Counter(out.reason for out in outs if out.reason is not None)
+        dead = sum(reasons.values())
+        self.stats.dead_letters += dead
+        for reason, count in reasons.items():
+            self.metrics.dead_letters.labels(reason).inc(count)
+        if dead:
+            self.metrics.records_out.labels("dlq").inc(dead)
+        if len(outs) > dead:
+            self.metrics.records_out.labels("raw").inc(len(outs) - dead)
 
     def _transact(self, outs: list[records.Out], positions: dict[Partition, int]) -> bool:
         """Produce + positions + commit; on failure abort or recreate, and report False (retry later)."""

@@ -23,6 +23,7 @@ from typing import Protocol, Self
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
+from prometheus_client import Counter
 
 from connector.direct import DirectClient
 from connector.metrics import ConnectorMetrics
@@ -174,6 +175,13 @@ class Caller:
         self.options = options
         self.policy = policy
         self.metrics = metrics
+        self._responses: dict[str, Counter] = {}  # status label → child, looked up once per status
+
+    def _count_response(self, label: str) -> None:
+        child = self._responses.get(label)
+        if child is None:
+            child = self._responses[label] = self.metrics.http_responses.labels(label)
+        child.inc()
 
     async def _once(self, body: bytes, headers: dict[str, str]) -> tuple[Answer, bytes, int | None]:
         start = time.monotonic()
@@ -203,14 +211,14 @@ class Caller:
                 async with asyncio.timeout(self.options.timeout_s):
                     response, content, ttft = await self._once(body, headers)
             except (httpx.HTTPError, TimeoutError, StreamIncomplete) as exc:
-                self.metrics.http_responses.labels("error").inc()
+                self._count_response("error")
                 last = Failure(Reason.RETRIES_EXHAUSTED, f"{type(exc).__name__}: {exc}", attempt)
                 cause = "timeout" if isinstance(exc, TimeoutError | httpx.TimeoutException) else "transport"
             except StreamErrorEvent as exc:
                 return Failure(Reason.UPSTREAM_ERROR, str(exc), attempt, 200)
             else:
                 status = response.status_code
-                self.metrics.http_responses.labels(str(status)).inc()
+                self._count_response(str(status))
                 if 200 <= status < 300:
                     return self._reply(status, content, attempt, start, ttft)
                 text = content[:_ERROR_BODY_LIMIT].decode("utf-8", "replace")
