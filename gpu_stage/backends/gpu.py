@@ -118,12 +118,19 @@ class GpuBackend:
     name = "gpu"
 
     def __init__(
-        self, settings: TransformSettings | None = None, *, pool_bytes: int = DEFAULT_POOL_BYTES, profile: bool = False
+        self,
+        settings: TransformSettings | None = None,
+        *,
+        pool_bytes: int = DEFAULT_POOL_BYTES,
+        profile: bool = False,
+        pinned: bool = True,
     ) -> None:
         """Cap the device memory pool, import cuDF, and build the shared encoder and validator.
 
         ``profile`` makes :attr:`clock` wait for the device at every stage edge, so stage times are
         exact (benchmarks); without it the stages are still timed, device work lands where it syncs.
+        ``pinned`` copies each batch to the device once through a pinned buffer (``gpu_source``);
+        off, cuDF reads the host bytes itself (two pageable copies per batch).
         """
         reason = unusable_reason()
         if reason is not None:
@@ -136,6 +143,12 @@ class GpuBackend:
         self._validator = ContentValidator(self.settings.record.content_schema)
         self.stats = LaneStats()
         self.clock = StageClock(_device_sync() if profile else None)
+        source = importlib.import_module("gpu_stage.backends.gpu_source")
+        self.pinned_stage: Any = source.PinnedStage() if pinned else None
+
+    def set_profile(self, on: bool) -> None:
+        """Make stage timings exact (wait for the device at each stage edge) or cheap."""
+        self.clock.sync = _device_sync() if on else None
 
     def reset_counters(self) -> None:
         """Zero the lane counts and stage timings (after a warm-up, or per test run)."""
@@ -181,7 +194,7 @@ class GpuBackend:
         with self.clock.stage("join"):
             buf = b"\n".join([batch.values[i] for i in safe])
         try:
-            fast = gpu_read.read_fast(self._cudf, buf, len(safe), self.clock)
+            fast = gpu_read.read_fast(self._cudf, buf, len(safe), self.clock, self.pinned_stage)
         except gpu_read.DeviceReadError as exc:
             log.warning("gpu batch of %d rows takes the slow lane: %s", len(batch), exc)
             return {}

@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_stage.backends import gpu_source
 from gpu_stage.backends.stages import StageClock
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,10 @@ STRICT_OPTIONS = {
 }
 
 
-def _read(cudf: Any, buf: bytes, dtypes: dict[str, Any], *, tokens: bool) -> Any:
+def _read(cudf: Any, buf: Any, dtypes: dict[str, Any], *, tokens: bool) -> Any:
+    """One read; ``buf`` is host bytes (``cudf.read_json``) or a device buffer (:mod:`gpu_source`)."""
+    if not isinstance(buf, bytes):
+        return gpu_source.read_device(cudf, buf, dtypes, STRICT_OPTIONS, tokens=tokens)
     kwargs: dict[str, Any] = {
         "engine": "cudf", "lines": True, "dtype": dtypes, "prune_columns": not tokens,
         "on_bad_lines": "recover", "compression": None, "mixed_types_as_string": True, "keep_quotes": tokens,
@@ -109,7 +113,7 @@ def _read(cudf: Any, buf: bytes, dtypes: dict[str, Any], *, tokens: bool) -> Any
         return cudf.read_json(io.BytesIO(buf), **kwargs)
 
 
-def _frame(cudf: Any, buf: bytes, n: int, dtypes: dict[str, Any], *, tokens: bool) -> Any:
+def _frame(cudf: Any, buf: Any, n: int, dtypes: dict[str, Any], *, tokens: bool) -> Any:
     """One read, checked for row alignment and declared nesting."""
     try:
         df = _read(cudf, buf, dtypes, tokens=tokens)
@@ -239,14 +243,24 @@ def _as_int(tok: Any) -> Any:
     return tok.where(_matches(tok, INT64_TOKEN)).astype("int64")
 
 
-def read_fast(cudf: Any, buf: bytes, n: int, clock: StageClock | None = None) -> FastRows:
-    """Read ``n`` JSON lines from ``buf`` on the device; host columns of the fast rows."""
+def read_fast(
+    cudf: Any, buf: bytes, n: int, clock: StageClock | None = None, stage: gpu_source.PinnedStage | None = None
+) -> FastRows:
+    """Read ``n`` JSON lines from ``buf`` on the device; host columns of the fast rows.
+
+    With a pinned ``stage`` the buffer is copied to the device once and both reads parse it there;
+    without one, each read hands cuDF the host bytes.
+    """
     clock = clock or StageClock()
     dtypes = declared_dtypes(cudf)
+    source: Any = buf
+    if stage is not None:
+        with clock.stage("copy_in"):
+            source = stage.upload(buf)
     with clock.stage("read_tokens"):
-        tokens = _Nav(cudf, _frame(cudf, buf, n, dtypes, tokens=True))
+        tokens = _Nav(cudf, _frame(cudf, source, n, dtypes, tokens=True))
     with clock.stage("read_values"):
-        values = _Nav(cudf, _frame(cudf, buf, n, dtypes, tokens=False))
+        values = _Nav(cudf, _frame(cudf, source, n, dtypes, tokens=False))
     with clock.stage("mask"):
         mask, use_msg, use_delta = fast_mask(tokens)
         lane: list[bool] = _host(mask)

@@ -1,0 +1,163 @@
+"""Batch-size sweep of the transform per backend, with the GPU backend's time split by stage.
+
+``python -m gpu_stage.bench_stages --sizes 1000:20000,10000:100000 --backends gpu,cpu --out x.json``
+runs each ``batch:records`` pair on the same deterministic bodies (:mod:`gpu_stage.synth`): records/s
+and per-batch latency of plain runs, then for the GPU backend a second run that waits for the device
+at every stage edge, so its per-stage seconds (screen, join, copy in, reads, mask, columns to host,
+assemble, slow lane, encode) say which stage bounds the rate. Output checksums of the backends are
+compared per size. ``--host-source`` adds a GPU run where cuDF reads host bytes (the earlier path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpu_stage.backends.base import Backend
+from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.batch import RawBatch
+from gpu_stage.synth import SynthConfig, batch, bodies
+from llmpipe.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``"1000:20000,10000:100000"`` → ``[(1000, 20000), (10000, 100000)]`` (batch size, records)."""
+    out = []
+    for part in text.split(","):
+        size, _, records = part.partition(":")
+        try:
+            out.append((int(size), int(records or size)))
+        except ValueError as exc:
+            msg = f"bad size {part!r}: want BATCH:RECORDS"
+            raise ConfigError(msg) from exc
+    return out
+
+
+def timed_pass(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
+    """Parse each batch once after an untimed warm-up; rate, latency percentiles and a checksum."""
+    backend.parse(batches[0])
+    reset = getattr(backend, "reset_counters", None)
+    if reset is not None:
+        reset()
+    digest = hashlib.sha256()
+    seconds: list[float] = []
+    records = good = 0
+    for raw in batches:
+        start = time.perf_counter()
+        result = backend.parse(raw)
+        seconds.append(time.perf_counter() - start)
+        digest.update(result.encoded.buf)
+        records += len(raw)
+        good += len(result.encoded)
+    total = sum(seconds)
+    return {
+        "records": records,
+        "good": good,
+        "seconds": round(total, 4),
+        "records_per_s": round(records / total, 1) if total else None,
+        "batch_ms_median": round(1000 * statistics.median(seconds), 3),
+        "batch_ms_max": round(1000 * max(seconds), 3),
+        "output_sha256": digest.hexdigest(),
+    }
+
+
+def gpu_passes(backend: Any, batches: list[RawBatch], *, host_source: bool) -> dict[str, Any]:
+    """Plain pass, profiled pass (stage seconds and µs per record), optionally the host-source pass."""
+    plain = timed_pass(backend, batches)
+    plain["slow_lane_fraction"] = round(backend.stats.slow_fraction, 4)
+    plain["whole_batch_fallbacks"] = backend.stats.slow_batches
+    backend.set_profile(True)
+    profiled = timed_pass(backend, batches)
+    backend.set_profile(False)
+    stages = backend.clock.rounded()
+    n = profiled["records"]
+    plain["profiled_records_per_s"] = profiled["records_per_s"]
+    plain["stage_seconds"] = stages
+    plain["stage_us_per_record"] = {k: round(1e6 * v / n, 3) for k, v in stages.items()}
+    if host_source:
+        stage, backend.pinned_stage = backend.pinned_stage, None
+        host = timed_pass(backend, batches)
+        backend.pinned_stage = stage
+        plain["host_source"] = {k: host[k] for k in ("records_per_s", "batch_ms_median", "output_sha256")}
+    return plain
+
+
+def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, *, host_source: bool) -> dict[str, Any]:
+    """Every backend over every size; bodies generated once for the largest record count."""
+    values = bodies(max(r for _, r in sizes), SynthConfig(seed=seed))
+    backends: dict[str, Any] = {}
+    for name in names:
+        if name == "gpu":
+            from gpu_stage.backends.gpu import GpuBackend  # only where cuDF is
+
+            backends[name] = GpuBackend(pool_bytes=16 << 30)
+        elif name == "cpu":
+            backends[name] = CpuBackend()
+        else:
+            msg = f"unknown backend {name!r}"
+            raise ConfigError(msg)
+    rows = []
+    for size, records in sizes:
+        chunk = values[:records]
+        batches = [batch(chunk[i : i + size], first_offset=i) for i in range(0, records, size)]
+        row: dict[str, Any] = {"batch_size": size, "records": records, "input_bytes": sum(map(len, chunk))}
+        for name, backend in backends.items():
+            start = time.perf_counter()
+            if name == "gpu":
+                row[name] = gpu_passes(backend, batches, host_source=host_source)
+            else:
+                row[name] = timed_pass(backend, batches)
+            rate, took = row[name]["records_per_s"], time.perf_counter() - start
+            log.info("%s batch %d: %s rec/s (%.1f s)", name, size, rate, took)
+        digests = {row[name]["output_sha256"] for name in backends}
+        row["identical"] = len(digests) == 1
+        rows.append(row)
+    return {
+        "seed": seed, "sizes": rows, "host": platform.node(), "cpus": os.cpu_count(),
+        "python": platform.python_version(), "machine": platform.machine(),
+    }  # fmt: skip
+
+
+def table(result: dict[str, Any]) -> str:
+    """A short text table: records/s per backend and batch size, then the GPU stage split."""
+    lines = []
+    for row in result["sizes"]:
+        rates = "  ".join(f"{k}={row[k]['records_per_s']}" for k in ("gpu", "cpu") if k in row)
+        lines.append(f"batch {row['batch_size']:>8}: {rates}  identical={row['identical']}")
+        if "gpu" in row:
+            split = ", ".join(f"{k} {v}" for k, v in row["gpu"]["stage_us_per_record"].items())
+            lines.append(f"    gpu µs/record: {split}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="1000:20000,10000:100000,100000:200000")
+    parser.add_argument("--backends", default="gpu,cpu")
+    parser.add_argument("--seed", type=int, default=SynthConfig.seed)
+    parser.add_argument("--host-source", action="store_true", help="also time cuDF reading host bytes")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    result = sweep(parse_sizes(args.sizes), args.backends.split(","), args.seed, host_source=args.host_source)
+    sys.stdout.write(table(result))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
