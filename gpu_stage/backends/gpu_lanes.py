@@ -47,8 +47,13 @@ def has_duplicate_keys(value: bytes, obj: dict[str, Any]) -> bool:
     :func:`key_tokens` count equals the body's when no key repeats and is smaller when one does.
     Keys of different objects may share a name (``id`` of a body and of its tool calls): that is no
     repeat, and such bodies stay on the device. Needs no space before a colon (checked earlier).
+    Bodies too deep to re-encode count as repeating (the slow lane decides them).
     """
-    return key_tokens(value) != key_tokens(orjson.dumps(obj))
+    try:
+        encoded = orjson.dumps(obj)
+    except orjson.JSONEncodeError:  # nested deeper than orjson writes (254 levels): not decided here
+        return True
+    return key_tokens(value) != key_tokens(encoded)
 
 
 def device_safe(value: bytes, limit: int) -> bool:

@@ -52,6 +52,7 @@ def repeats_a_key(value: bytes) -> bool:
         (b'{"a":1}}', False),
         (b'{"a":1e400}', False),
         (b'{"a":"\xff"}', False),
+        (b'{"a":' + b"[" * 300 + b"]" * 300 + b"}", False),
     ],
 )
 def test_pre_screen_duplicate_keys(value: bytes, safe: bool) -> None:
@@ -138,3 +139,9 @@ def test_stage_clock_accumulates_and_resets() -> None:
     assert len(calls) == 4
     clock.reset()
     assert clock.seconds == {}
+
+
+def test_pre_screen_decides_every_vector() -> None:
+    """No vector makes the pre-screen raise (deep nesting, bad bytes): it answers True or False."""
+    for vector in load_vectors():
+        assert device_safe(vector.value, LIMIT) in {True, False}, vector.name
