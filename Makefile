@@ -18,7 +18,7 @@ jars: env
 
 lint: env
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim
+	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo
 
 # Unit tests, then integration tests against a real broker and a PyFlink mini-cluster.
 test: env jars lint
@@ -26,6 +26,11 @@ test: env jars lint
 
 test-unit: env
 	$(PY) scripts/run_pytest.py tests -m "not integration"
+
+# The product end to end on this machine: broker, simulator (or DEMO_VLLM_URL), connector, gpu_stage,
+# one Flink job, then a checked summary. Everything it starts is stopped again.
+demo: jars
+	$(PY) -m demo
 
 stack-up: jars
 	$(PY) -m stack up
