@@ -2,7 +2,12 @@
 
 Runs the simulator as its own process on loopback, a local broker from the stack (or
 ``KAFKA_BOOTSTRAP``), and the connector as a subprocess over a JSONL file; prints figures and writes
-JSON to ``bench/results/``. Not a test: the numbers depend on the machine, which is recorded.
+JSON to ``bench/results/``. Not a test: the numbers depend on the machine, which is recorded, and on
+whatever else runs on it, so the load average is recorded before every scenario.
+
+``--baseline-ref REF`` checks REF out into a temporary git worktree and runs its simulator and
+connector for each scenario too, alternating with the working tree, so before/after figures come
+from the same run under the same neighbours.
 """
 
 from __future__ import annotations
@@ -20,13 +25,16 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+from connector.direct import DirectClient
+from llmpipe import aio
 from llmpipe.kafka_io import KafkaSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,10 +42,10 @@ BODY = b'{"model":"m","messages":[{"role":"user","content":"benchmark"}]}'
 
 
 @contextmanager
-def simulator(*args: str) -> Iterator[tuple[str, int]]:
-    """Simulator subprocess on a free loopback port; yields (base URL, pid)."""
+def server(module: str, *args: str, tree: Path = ROOT) -> Iterator[tuple[str, int]]:
+    """A ``READY``-printing server module of ``tree`` on a free loopback port; yields (base URL, pid)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm_sim", "--port", "0", *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", module, "--port", "0", *args], cwd=tree, stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
@@ -46,6 +54,27 @@ def simulator(*args: str) -> Iterator[tuple[str, int]]:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
+
+
+def simulator(*args: str, tree: Path = ROOT) -> AbstractContextManager[tuple[str, int]]:
+    """Simulator subprocess of ``tree``."""
+    return server("vllm_sim", *args, tree=tree)
+
+
+@contextmanager
+def worktree(ref: str) -> Iterator[Path]:
+    """``ref`` checked out in a temporary git worktree (removed afterwards)."""
+    path = Path(tempfile.mkdtemp(prefix="bench-baseline-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(path), ref], cwd=ROOT, check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False, capture_output=True)
+
+
+def loadavg() -> list[float]:
+    """1, 5 and 15 minute load averages (the machine is shared)."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 @contextmanager
@@ -91,6 +120,18 @@ async def httpx_rate(url: str, total: int, depth: int, aiohttp_transport: bool) 
         return await _drive(call, total, depth)
 
 
+async def direct_rate(url: str, total: int, depth: int) -> float:
+    """Requests/s of the connector's direct client (aiohttp session behind httpx's call shape)."""
+    async with DirectClient(verify=False, max_connections=depth, headers={}, connect_timeout_s=5) as client:
+
+        async def call(i: int) -> None:
+            r = await client.post(url, content=BODY, headers={"X-Request-Id": f"b{i}"})
+            assert r.status_code == 200
+
+        await call(-1)
+        return await _drive(call, total, depth)
+
+
 async def aiohttp_rate(url: str, total: int, depth: int) -> float:
     """Requests/s of plain aiohttp, the ceiling for any aiohttp-based client."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=depth)) as session:
@@ -104,26 +145,38 @@ async def aiohttp_rate(url: str, total: int, depth: int) -> float:
         return await _drive(call, total, depth)
 
 
-def transports(total: int) -> dict[str, dict[str, float]]:
-    """The transport table: depth 1, 64 and 256 against a zero-latency simulator."""
-    out: dict[str, dict[str, float]] = {}
-    with simulator() as (base, _pid):
-        url = f"{base}/v1/chat/completions"
-        for depth in (1, 64, 256):
-            n = total // 3 if depth == 1 else total
-            row = {
-                "httpx": asyncio.run(httpx_rate(url, n, depth, False)),
-                "httpx+aiohttp": asyncio.run(httpx_rate(url, n, depth, True)),
-                "aiohttp": asyncio.run(aiohttp_rate(url, n, depth)),
-            }
-            out[str(depth)] = row
-            print(f"transport depth={depth:>3}: " + "  ".join(f"{k}={v:,.0f}/s" for k, v in row.items()), flush=True)
+def transports(total: int) -> dict[str, object]:
+    """The transport table: depth 1, 64 and 256, against a trivial server and a zero-latency simulator.
+
+    The clients run on the loop the connector uses (:mod:`llmpipe.aio`); both servers are on it too.
+    """
+    out: dict[str, object] = {"client_loop": aio.loop_name()}
+    for name, module in (("trivial_server", "bench.trivial_server"), ("simulator", "vllm_sim")):
+        table: dict[str, dict[str, float]] = {}
+        with server(module) as (base, _pid):
+            url = f"{base}/v1/chat/completions"
+            for depth in (1, 64, 256):
+                n = total // 3 if depth == 1 else total
+                row = {
+                    "load_1m": loadavg()[0],
+                    "httpx": aio.run(httpx_rate(url, n, depth, False)),
+                    "httpx+aiohttp": aio.run(httpx_rate(url, n, depth, True)),
+                    "direct": aio.run(direct_rate(url, n, depth)),
+                    "aiohttp": aio.run(aiohttp_rate(url, n, depth)),
+                }
+                table[str(depth)] = row
+                cells = "  ".join(f"{k}={v:,.0f}/s" for k, v in row.items() if k != "load_1m")
+                print(f"transport {name} depth={depth:>3}: {cells}  (load {row['load_1m']})", flush=True)
+        out[name] = table
     return out
 
 
-def connector_rate(kafka: KafkaSettings, total: int, in_flight: int, sim_args: list[str]) -> dict[str, float]:
-    """Completions/s of the connector subprocess over a JSONL file of ``total`` requests."""
-    with tempfile.TemporaryDirectory() as tmp, simulator(*sim_args) as (base, _pid):
+def connector_rate(
+    kafka: KafkaSettings, total: int, in_flight: int, sim_args: list[str], tree: Path = ROOT
+) -> dict[str, Any]:
+    """Completions/s of the connector subprocess of ``tree`` over a JSONL file of ``total`` requests."""
+    load = loadavg()
+    with tempfile.TemporaryDirectory() as tmp, simulator(*sim_args, tree=tree) as (base, _pid):
         path = Path(tmp) / "requests.jsonl"
         tag = uuid.uuid4().hex[:8]
         with path.open("w") as fh:
@@ -154,7 +207,7 @@ def connector_rate(kafka: KafkaSettings, total: int, in_flight: int, sim_args: l
             "INFO",
         ]
         start = time.perf_counter()
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=True)
+        done = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, timeout=600, check=True)
         wall = time.perf_counter() - start
     match = re.search(r"committed=(\d+) dlq=(\d+) elapsed_s=([\d.]+) rate=(\d+)", done.stderr)
     assert match, done.stderr[-2000:]
@@ -166,6 +219,29 @@ def connector_rate(kafka: KafkaSettings, total: int, in_flight: int, sim_args: l
         "rate_per_s": committed / elapsed,
         "process_wall_s": wall,
         "rate_incl_startup_per_s": committed / wall,
+        "loadavg_before": load,
+    }
+
+
+def scenarios(kafka: KafkaSettings, requests: int, tree: Path, label: str) -> dict[str, dict[str, Any]]:
+    """Zero latency, then 200 ms latency with 256 in flight, for the code in ``tree``."""
+    zero = connector_rate(kafka, requests, 256, [], tree)
+    print(
+        f"[{label}] connector, zero latency, 256 in flight: {zero['rate_per_s']:,.0f} completions/s "
+        f"({zero['committed']} in {zero['engine_s']:.1f}s; {zero['rate_incl_startup_per_s']:,.0f}/s incl. startup; "
+        f"load {zero['loadavg_before'][0]})",
+        flush=True,
+    )
+    slow = connector_rate(kafka, requests // 2, 256, ["--ttft-ms", "200"], tree)
+    ideal = 256 / 0.2
+    print(
+        f"[{label}] connector, 200 ms latency, 256 in flight: {slow['rate_per_s']:,.0f} completions/s "
+        f"= {slow['rate_per_s'] / ideal:.0%} of {ideal:,.0f}/s (load {slow['loadavg_before'][0]})",
+        flush=True,
+    )
+    return {
+        "connector_zero_latency": zero,
+        "connector_200ms_256_in_flight": {**slow, "ideal_per_s": ideal, "fraction": slow["rate_per_s"] / ideal},
     }
 
 
@@ -175,33 +251,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=20000)
     p.add_argument("--transport-requests", type=int, default=6000)
     p.add_argument("--skip-transports", action="store_true")
+    p.add_argument("--baseline-ref", help="git ref whose simulator and connector also run, for before/after")
+    p.add_argument("--rounds", type=int, default=1, help="alternations of baseline and current")
     args = p.parse_args(argv)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     result: dict[str, object] = {
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "python": platform.python_version(),
-            "loadavg_at_start": list(os.getloadavg()),
-        }
+            "loadavg_at_start": loadavg(),
+            "event_loop": aio.loop_name(),
+        },
+        "commit": head.stdout.strip(),
     }
     if not args.skip_transports:
         result["transports_req_per_s"] = transports(args.transport_requests)
-    with broker() as kafka:
-        zero = connector_rate(kafka, args.requests, 256, [])
-        print(
-            f"connector, zero latency, 256 in flight: {zero['rate_per_s']:,.0f} completions/s "
-            f"({zero['committed']} in {zero['engine_s']:.1f}s; {zero['rate_incl_startup_per_s']:,.0f}/s incl. startup)",
-            flush=True,
-        )
-        slow = connector_rate(kafka, args.requests // 2, 256, ["--ttft-ms", "200"])
-        ideal = 256 / 0.2
-        print(
-            f"connector, 200 ms latency, 256 in flight: {slow['rate_per_s']:,.0f} completions/s "
-            f"= {slow['rate_per_s'] / ideal:.0%} of {ideal:,.0f}/s",
-            flush=True,
-        )
-        result["connector_zero_latency"] = zero
-        result["connector_200ms_256_in_flight"] = {**slow, "ideal_per_s": ideal, "fraction": slow["rate_per_s"] / ideal}
+    with broker() as kafka, ExitStack() as stack:
+        base_tree = stack.enter_context(worktree(args.baseline_ref)) if args.baseline_ref else None
+        current: list[dict[str, dict[str, Any]]] = []
+        baseline: list[dict[str, dict[str, Any]]] = []
+        for _ in range(args.rounds):
+            if base_tree is not None:
+                baseline.append(scenarios(kafka, args.requests, base_tree, f"baseline {args.baseline_ref}"))
+            current.append(scenarios(kafka, args.requests, ROOT, "current"))
+        result.update(current[-1])
+        if args.rounds > 1:
+            result["current_rounds"] = current
+        if base_tree is not None:
+            result["baseline"] = {"ref": args.baseline_ref, "rounds": baseline}
     out = ROOT / "bench" / "results" / f"connector-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out.relative_to(ROOT)}")

@@ -89,7 +89,7 @@ class DirectClient:
         # Created lazily: aiohttp binds the session to the running loop.
         if self._session is None:
             connector = aiohttp.TCPConnector(
-                limit=self._max_connections, ssl=self._verify, ttl_dns_cache=300, enable_cleanup_closed=True
+                limit=self._max_connections, ssl=self._verify, ttl_dns_cache=300
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
