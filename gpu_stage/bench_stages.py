@@ -5,7 +5,8 @@ runs each ``batch:records`` pair on the same deterministic bodies (:mod:`gpu_sta
 and per-batch latency of plain runs, then for the GPU backend a second run that waits for the device
 at every stage edge, so its per-stage seconds (screen, join, copy in, reads, mask, columns to host,
 assemble, slow lane, encode) say which stage bounds the rate. Output checksums of the backends are
-compared per size. ``--host-source`` adds a GPU run where cuDF reads host bytes (the earlier path).
+compared per size. ``--host-path 10000`` adds, for those batch sizes, a GPU run of the earlier path
+(pre-screen per body on the host, cuDF reading host bytes) for comparison.
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ def timed_pass(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
     }
 
 
-def gpu_passes(backend: Any, batches: list[RawBatch], *, host_source: bool) -> dict[str, Any]:
-    """Plain pass, profiled pass (stage seconds and µs per record), optionally the host-source pass."""
+def gpu_passes(backend: Any, batches: list[RawBatch], *, host_path: bool) -> dict[str, Any]:
+    """Plain pass, profiled pass (stage seconds and µs per record), optionally the earlier path's pass."""
     plain = timed_pass(backend, batches)
+    plain["screen"] = "device" if backend.device_screen is not None else "host"
     plain["slow_lane_fraction"] = round(backend.stats.slow_fraction, 4)
     plain["whole_batch_fallbacks"] = backend.stats.slow_batches
     backend.set_profile(True)
@@ -85,15 +87,16 @@ def gpu_passes(backend: Any, batches: list[RawBatch], *, host_source: bool) -> d
     plain["profiled_records_per_s"] = profiled["records_per_s"]
     plain["stage_seconds"] = stages
     plain["stage_us_per_record"] = {k: round(1e6 * v / n, 3) for k, v in stages.items()}
-    if host_source:
-        stage, backend.pinned_stage = backend.pinned_stage, None
+    if host_path:
+        saved = backend.pinned_stage, backend.device_screen
+        backend.pinned_stage = backend.device_screen = None
         host = timed_pass(backend, batches)
-        backend.pinned_stage = stage
-        plain["host_source"] = {k: host[k] for k in ("records_per_s", "batch_ms_median", "output_sha256")}
+        backend.pinned_stage, backend.device_screen = saved
+        plain["host_path"] = {k: host[k] for k in ("records_per_s", "batch_ms_median", "output_sha256")}
     return plain
 
 
-def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, *, host_source: bool) -> dict[str, Any]:
+def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, host_path: set[int]) -> dict[str, Any]:
     """Every backend over every size; bodies generated once for the largest record count."""
     values = bodies(max(r for _, r in sizes), SynthConfig(seed=seed))
     backends: dict[str, Any] = {}
@@ -115,7 +118,7 @@ def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, *, host_sou
         for name, backend in backends.items():
             start = time.perf_counter()
             if name == "gpu":
-                row[name] = gpu_passes(backend, batches, host_source=host_source)
+                row[name] = gpu_passes(backend, batches, host_path=size in host_path)
             else:
                 row[name] = timed_pass(backend, batches)
             rate, took = row[name]["records_per_s"], time.perf_counter() - start
@@ -134,6 +137,8 @@ def table(result: dict[str, Any]) -> str:
     lines = []
     for row in result["sizes"]:
         rates = "  ".join(f"{k}={row[k]['records_per_s']}" for k in ("gpu", "cpu") if k in row)
+        if "host_path" in row.get("gpu", {}):
+            rates += f"  gpu_host_path={row['gpu']['host_path']['records_per_s']}"
         lines.append(f"batch {row['batch_size']:>8}: {rates}  identical={row['identical']}")
         if "gpu" in row:
             split = ", ".join(f"{k} {v}" for k, v in row["gpu"]["stage_us_per_record"].items())
@@ -147,11 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1000:20000,10000:100000,100000:200000")
     parser.add_argument("--backends", default="gpu,cpu")
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)
-    parser.add_argument("--host-source", action="store_true", help="also time cuDF reading host bytes")
+    parser.add_argument("--host-path", default="", help="batch sizes that also time the earlier GPU path")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    result = sweep(parse_sizes(args.sizes), args.backends.split(","), args.seed, host_source=args.host_source)
+    host_path = {int(size) for size in args.host_path.split(",") if size}
+    result = sweep(parse_sizes(args.sizes), args.backends.split(","), args.seed, host_path)
     sys.stdout.write(table(result))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,11 +2,14 @@ r"""The GPU backend: cuDF reads each batch on the device; rows it cannot reprodu
 
 What runs where, per batch:
 
-1. Host: a pre-screen per body (:func:`gpu_stage.backends.gpu_lanes.device_safe`): size limit,
-   starts with ``{`` and ends with ``}``, no raw control bytes (a raw newline would split the
-   JSON-lines buffer), no ``\\u`` escapes, no ``NaN``/``Infinity``, no explicit null message/delta,
-   a strict JSON object, no key repeated within one object (orjson keeps the last of duplicate keys,
-   the device reader the first). The safe bodies are joined into one newline-delimited buffer.
+1. Pre-screen: which bodies the device reader may see. One device thread per body
+   (:mod:`gpu_stage.backends.gpu_screen`): size limit, ``{`` first and ``}`` last, no raw control
+   bytes (a raw newline would split the JSON-lines buffer), strict UTF-8, no ``\\u`` escapes, no
+   ``NaN``/``Infinity``, brackets that nest, no explicit null message/delta, no key repeated within
+   one object (orjson keeps the last of duplicate keys, the device reader the first); other syntax
+   errors are left to the reader's strict validation. Where numba-cuda cannot compile the kernel,
+   :func:`gpu_stage.backends.gpu_lanes.device_safe` decides per body on the host (orjson-strict).
+   The safe bodies are joined into one newline-delimited buffer, copied in once (pinned).
 2. Device (cuDF): two reads of that buffer with the declared schema (``gpu_read``): token texts for
    the type rules of ``gpu_stage/semantics.md`` and decoded values; the fast-lane mask (types,
    integer ranges, supported ``object``, integer ``created``, at most one choice, no unknown or
@@ -28,9 +31,11 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.cpu import CpuBackend
@@ -103,6 +108,23 @@ class LaneStats:
         self.rows = self.slow_rows = self.batches = self.slow_batches = 0
 
 
+def _compile_screen(limit: int) -> Any:
+    """The device pre-screen, checked on two bodies; None (host pre-screen) where it does not work."""
+    try:
+        screen = importlib.import_module("gpu_stage.backends.gpu_screen").DeviceScreen()
+        probe = [b'{"id":"a"}', b'{"id":"a","id":"b"}']
+        offsets = np.array([0, len(probe[0]), len(probe[0]) + len(probe[1])], dtype=np.int64)
+        got = screen.run(np.frombuffer(b"".join(probe), dtype=np.uint8), offsets, limit).tolist()
+    except Exception as exc:  # numba-cuda missing or failing to compile: the host screen is exact too
+        log.warning("device pre-screen unavailable, screening on the host: %s", exc)
+        return None
+    if got != [1, 0]:
+        log.warning("device pre-screen answered %s on its probe, screening on the host", got)
+        return None
+    log.info("device pre-screen ready")
+    return screen
+
+
 def _device_sync() -> Callable[[], None]:
     """A callable that waits for the device (cupy where present, else numba, both ship with cuDF)."""
     try:
@@ -124,13 +146,15 @@ class GpuBackend:
         pool_bytes: int = DEFAULT_POOL_BYTES,
         profile: bool = False,
         pinned: bool = True,
+        device_screen: bool = True,
     ) -> None:
         """Cap the device memory pool, import cuDF, and build the shared encoder and validator.
 
         ``profile`` makes :attr:`clock` wait for the device at every stage edge, so stage times are
         exact (benchmarks); without it the stages are still timed, device work lands where it syncs.
         ``pinned`` copies each batch to the device once through a pinned buffer (``gpu_source``);
-        off, cuDF reads the host bytes itself (two pageable copies per batch).
+        off, cuDF reads the host bytes itself (two pageable copies per batch). ``device_screen`` runs
+        the pre-screen as a device kernel (``gpu_screen``); where it cannot compile, the host one runs.
         """
         reason = unusable_reason()
         if reason is not None:
@@ -145,6 +169,7 @@ class GpuBackend:
         self.clock = StageClock(_device_sync() if profile else None)
         source = importlib.import_module("gpu_stage.backends.gpu_source")
         self.pinned_stage: Any = source.PinnedStage() if pinned else None
+        self.device_screen: Any = _compile_screen(self.settings.max_record_bytes) if device_screen else None
 
     def set_profile(self, on: bool) -> None:
         """Make stage timings exact (wait for the device at each stage edge) or cheap."""
@@ -160,7 +185,7 @@ class GpuBackend:
         limit = self.settings.max_record_bytes
         clock = self.clock
         with clock.stage("screen"):
-            safe = [i for i, value in enumerate(batch.values) if device_safe(value, limit)]
+            safe = self._screen(batch.values, limit)
         rows: dict[int, tuple[Any, ...]] = self._device_rows(batch, safe) if safe else {}
         good: list[tuple[Any, ...]] = []
         positions: list[int] = []
@@ -179,6 +204,16 @@ class GpuBackend:
         with clock.stage("encode"):
             encoded = self._cpu.encode_bodies(batch, good, positions)
         return ParseResult(encoded, bad)
+
+    def _screen(self, values: Sequence[bytes], limit: int) -> list[int]:
+        """Positions of the bodies the device reader may see (one kernel launch, or per body on the host)."""
+        if self.device_screen is None or not values:
+            return [i for i, value in enumerate(values) if device_safe(value, limit)]
+        offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)), out=offsets[1:])
+        mask = self.device_screen.run(np.frombuffer(b"".join(values), dtype=np.uint8), offsets, limit)
+        safe: list[int] = np.flatnonzero(mask).tolist()
+        return safe
 
     def _count(self, n: int, slow: int, *, fallback: bool) -> None:
         stats = self.stats

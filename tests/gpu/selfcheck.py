@@ -1,8 +1,8 @@
 """Fast first check on a GPU host, before the long runs: the device path works and matches the CPU.
 
 ``python -m tests.gpu.selfcheck`` reads 2,000 generated bodies (plus the shared vectors) through the
-GPU backend with the pinned device source and with host bytes, compares both with the CPU backend,
-and exits non-zero on the first difference, with the reason.
+GPU backend (device pre-screen, pinned device source) and through the earlier path (host pre-screen,
+host bytes), compares both with the CPU backend, and exits non-zero on any difference.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ def main() -> int:
     cpu, gpu = CpuBackend(), GpuBackend(pool_bytes=8 << 30)
     raws = {"synth": batch(bodies(2000, SynthConfig())), "vectors": batch_of(load_vectors())}
     failed = 0
+    log.info("pre-screen on the %s", "device" if gpu.device_screen is not None else "host")
     for pinned in (True, False):
-        stage = gpu.pinned_stage if pinned else None
-        saved, gpu.pinned_stage = gpu.pinned_stage, stage
+        saved = gpu.pinned_stage, gpu.device_screen
+        if not pinned:  # the earlier path: host pre-screen, cuDF reading host bytes
+            gpu.pinned_stage = gpu.device_screen = None
         for name, raw in raws.items():
             gpu.reset_counters()
             start = time.perf_counter()
@@ -43,7 +45,7 @@ def main() -> int:
                 pinned, name, "same" if diff is None else diff, gpu.stats.slow_fraction, gpu.stats.slow_batches, took,
             )  # fmt: skip
             failed += diff is not None
-        gpu.pinned_stage = saved
+        gpu.pinned_stage, gpu.device_screen = saved
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.gpu import GpuBackend
 from gpu_stage.backends.gpu_lanes import device_safe, has_duplicate_keys, key_tokens
+from gpu_stage.backends.gpu_screen import MAX_DEPTH, screen_host
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.content import ContentValidator
 from gpu_stage.extract import BODY_FIELDS, extract
@@ -53,10 +54,36 @@ def repeats_a_key(value: bytes) -> bool:
         (b'{"a":1e400}', False),
         (b'{"a":"\xff"}', False),
         (b'{"a":' + b"[" * 300 + b"]" * 300 + b"}", False),
+        (b'{"a/b":1,"a\\/b":2}', False),
     ],
 )
 def test_pre_screen_duplicate_keys(value: bytes, safe: bool) -> None:
     assert device_safe(value, LIMIT) is safe
+    assert screen_host([value], LIMIT) == [safe]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b'{"a":1,"b":2',
+        b'{"a":[1}',
+        b'{"a":1}{"b":2}',
+        b'{"a":"x\\q"}',
+        b'{"a":"\xe0\x80\x80"}',
+        b'{"a":"\xed\xa0\x80"}',
+        b'{"choices":[{"delta" : null}]}',
+        b'{"a":' + b"{" * MAX_DEPTH + b"}" * MAX_DEPTH + b"}",
+    ],
+)
+def test_device_screen_rejects(value: bytes) -> None:
+    """Bodies the kernel sends to the slow lane (some the host screen rejects only through orjson)."""
+    assert screen_host([value], LIMIT) == [False]
+
+
+def test_device_screen_matches_the_host_screen() -> None:
+    """The kernel's rules and the host pre-screen agree on every vector and on generated bodies."""
+    values = [v.value for v in load_vectors()] + bodies(600, SynthConfig(seed=7))
+    assert screen_host(values, LIMIT) == [device_safe(v, LIMIT) for v in values]
 
 
 def test_vectors_with_repeated_keys_take_the_slow_lane() -> None:
@@ -106,6 +133,7 @@ def test_duplicate_check_never_misses_a_repeat(text: str) -> None:
     if repeats_a_key(value):
         assert has_duplicate_keys(value, orjson.loads(value))
         assert not device_safe(value, LIMIT)
+        assert screen_host([value], LIMIT) == [False]
     assert key_tokens(value) >= key_tokens(orjson.dumps(orjson.loads(value)))
 
 
