@@ -104,7 +104,7 @@ def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, host_path: 
         if name == "gpu":
             from gpu_stage.backends.gpu import GpuBackend  # only where cuDF is
 
-            backends[name] = GpuBackend(pool_bytes=16 << 30)
+            backends[name] = GpuBackend(pool_bytes=48 << 30)
         elif name == "cpu":
             backends[name] = CpuBackend()
         else:
