@@ -18,7 +18,7 @@ jars: env
 
 lint: env
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo
+	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo replay
 
 # Unit tests, then integration tests against a real broker and a PyFlink mini-cluster.
 test: env jars lint
