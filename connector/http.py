@@ -22,7 +22,6 @@ from types import TracebackType
 from typing import Protocol, Self
 
 import httpx
-from httpx_aiohttp import AiohttpTransport
 from prometheus_client import Counter
 
 from connector.direct import DirectClient
@@ -144,7 +143,8 @@ class HttpClient(Protocol):
 
 def make_client(options: HttpOptions) -> HttpClient:
     """The shared async client: keep-alive pool sized to the in-flight cap, auth header set once."""
-    verify = _ssl_context(options)
+    # Loading the CA bundle takes a noticeable part of start-up; a plain-http endpoint needs none.
+    verify = _ssl_context(options) if options.url.startswith("https:") else False
     headers = {"Content-Type": "application/json"}
     if options.api_key:
         headers["Authorization"] = f"Bearer {options.api_key.reveal()}"
@@ -158,6 +158,8 @@ def make_client(options: HttpOptions) -> HttpClient:
     limits = httpx.Limits(max_connections=options.max_connections, max_keepalive_connections=options.max_connections)
     transport: httpx.AsyncBaseTransport
     if options.transport == "aiohttp":
+        from httpx_aiohttp import AiohttpTransport  # imported only when chosen: it is slow to import
+
         transport = AiohttpTransport(verify=verify, limits=limits, trust_env=False)
     else:
         transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, trust_env=False)
