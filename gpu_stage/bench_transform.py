@@ -18,6 +18,7 @@ import platform
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import fastavro
 
 from gpu_stage.backends.base import Backend
 from gpu_stage.backends.cpu import ROW_LAYOUT, CpuBackend
+from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
@@ -53,21 +55,45 @@ def _slow_fraction(backend: Backend) -> float | None:
     return None if stats is None else round(float(stats.slow_fraction), 4)
 
 
+@dataclass
+class Timed:
+    """What one pass of a backend over a list of batches produced: per-batch seconds and the output."""
+
+    seconds: list[float] = field(default_factory=list)
+    good: int = 0
+    bad: int = 0
+    sha256: str = ""
+    results: list[ParseResult] = field(default_factory=list)
+
+
+def time_batches(backend: Backend, batches: list[RawBatch], keep: bool = False) -> Timed:
+    """Parse every batch once (after one untimed warm-up call), timing each ``parse`` call alone.
+
+    Shared by this module and ``python -m bench`` so both time the transform the same way; ``keep``
+    holds on to the results for callers that check values afterwards.
+    """
+    backend.parse(batches[0])  # warm-up: first-call costs are not throughput
+    digest = hashlib.sha256()
+    out = Timed()
+    for raw in batches:
+        start = time.perf_counter()
+        result = backend.parse(raw)
+        out.seconds.append(time.perf_counter() - start)
+        digest.update(result.encoded.buf)
+        out.good += len(result.encoded)
+        out.bad += len(result.bad)
+        if keep:
+            out.results.append(result)
+    out.sha256 = digest.hexdigest()
+    return out
+
+
 def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str, Any]:
     """Time parse → Avro over ``records`` bodies in batches of ``batch_size``."""
     values = bodies(records, SynthConfig(seed=seed))
     batches = [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
-    backend.parse(batches[0])  # warm-up: first-call costs are not throughput
-    digest = hashlib.sha256()
-    good = bad = 0
-    elapsed = 0.0
-    for raw in batches:
-        start = time.perf_counter()
-        result = backend.parse(raw)
-        elapsed += time.perf_counter() - start
-        digest.update(result.encoded.buf)
-        good += len(result.encoded)
-        bad += len(result.bad)
+    timed = time_batches(backend, batches)
+    good, bad, elapsed = timed.good, timed.bad, sum(timed.seconds)
     input_bytes = sum(map(len, values))
     return {
         "backend": backend.name,
@@ -81,7 +107,7 @@ def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str,
         "seconds": round(elapsed, 4),
         "records_per_s": round(records / elapsed, 1) if elapsed else None,
         "input_mb_per_s": round(input_bytes / 1e6 / elapsed, 2) if elapsed else None,
-        "output_sha256": digest.hexdigest(),
+        "output_sha256": timed.sha256,
         "slow_lane_fraction": _slow_fraction(backend),
         "host": socket.gethostname(),
         "cpus": os.cpu_count(),
