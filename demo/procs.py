@@ -47,7 +47,7 @@ class Child:
 
     def wait_for_line(self, pattern: str, timeout_s: float) -> re.Match[str]:
         """Block until a log line matches ``pattern``; raise ``SourceError`` if the process dies first."""
-        regex = re.compile(pattern)
+        regex = re.compile(pattern, re.MULTILINE)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             text = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
