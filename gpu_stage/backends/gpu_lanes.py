@@ -62,8 +62,8 @@ def device_safe(value: bytes, limit: int) -> bool:
     The checks, cheapest first: size limit, starts with ``{`` and ends with ``}``, no raw control
     bytes (a raw newline would split the JSON-lines buffer), none of :data:`_UNSAFE_TOKENS`, no
     explicit null message/delta, a strict JSON object by orjson (this also rejects invalid UTF-8 and
-    the trailing brackets ``{...}}`` the device reader would accept), and no key repeated within one
-    object (:func:`has_duplicate_keys`).
+    the trailing brackets ``{...}}`` the device reader would accept), objects only in ``choices`` and
+    ``tool_calls``, and no key repeated within one object (:func:`has_duplicate_keys`).
     """
     if len(value) > limit or value[:1] != b"{" or value[-1:] != b"}":
         return False
@@ -77,7 +77,27 @@ def device_safe(value: bytes, limit: int) -> bool:
         obj = orjson.loads(value)
     except orjson.JSONDecodeError:
         return False
-    return type(obj) is dict and not has_duplicate_keys(value, obj)
+    return type(obj) is dict and _objects_in_lists(obj) and not has_duplicate_keys(value, obj)
+
+
+def _objects_in_lists(obj: dict[str, Any]) -> bool:
+    """Whether ``choices`` and each choice's ``tool_calls`` hold objects only.
+
+    The device reader gives a non-object list element (``"choices": ["x"]``) as an empty struct, so
+    the row would look good, where the reference rejects it (``wrong_type``).
+    """
+    choices = obj.get("choices")
+    if type(choices) is not list:
+        return True
+    for choice in choices:
+        if type(choice) is not dict:
+            return False
+        for key in ("message", "delta"):
+            message = choice.get(key)
+            calls = message.get("tool_calls") if type(message) is dict else None
+            if type(calls) is list and any(type(call) is not dict for call in calls):
+                return False
+    return True
 
 
 def reference_row(value: bytes, validator: ContentValidator, limit: int) -> tuple[Any, ...] | tuple[Reason, str]:

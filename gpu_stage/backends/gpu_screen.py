@@ -6,7 +6,9 @@ last, no byte below 0x20 (a raw newline would split the JSON-lines buffer), stri
 escape and no unknown escape, no ``NaN``/``Infinity`` token, brackets that nest and close the top
 object exactly at the last byte, no explicit ``null`` for a ``message``/``delta`` key, and no key
 repeated within one object (orjson keeps the last of duplicate keys, the device reader the first),
-and no number beyond what a double holds (more than :data:`MAX_DIGITS` digits or an exponent of
+every element of a ``choices`` or ``tool_calls`` array an object (the reader
+gives a non-object element as an empty struct, where the reference rejects the body), and no number
+beyond what a double holds (more than :data:`MAX_DIGITS` digits or an exponent of
 three digits: orjson rejects infinite values, so such a body is the reference's to judge).
 
 Keys are compared by a hash of their *decoded* bytes plus their length (``"a\/b"`` and ``"a/b"`` are
@@ -41,6 +43,8 @@ def key_id(name: bytes) -> int:
 
 _MESSAGE = key_id(b"message")
 _DELTA = key_id(b"delta")
+_CHOICES = key_id(b"choices")
+_TOOL_CALLS = key_id(b"tool_calls")
 
 
 def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart: Any) -> int:  # noqa: C901, PLR0915
@@ -60,6 +64,11 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
     expect_key = False
     special = False
     after_colon = False
+    list_key = False  # the key just read is "choices"/"tool_calls"
+    list_value = False  # waiting for the value of such a key
+    open_objects_only = False  # the next ``[`` starts an array that may hold objects only
+    objects_only = 0  # bit d set: the array at depth d may hold objects only
+    elem_start = False  # the next value is an element of such an array
     digits = 0
     in_exp = False
     exp_digits = 0
@@ -148,6 +157,7 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
                     keys[nkeys] = kid
                     nkeys += 1
                     special = (kid == _MESSAGE) | (kid == _DELTA)
+                    list_key = (kid == _CHOICES) | (kid == _TOOL_CALLS)
                     is_key = False
             elif is_key:
                 h = (h * _M + c) % _P
@@ -176,6 +186,13 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
             after_colon = False
             if c == 110:
                 return 0
+        if elem_start:
+            elem_start = False
+            if c != 123 and c != 93:
+                return 0
+        if list_value:
+            list_value = False
+            open_objects_only = c == 91
         if c == 34:
             in_str = True
             if expect_key:
@@ -194,6 +211,12 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
             else:
                 objects &= ~(1 << depth)
                 expect_key = False
+                if open_objects_only:
+                    objects_only |= 1 << depth
+                    elem_start = True
+                else:
+                    objects_only &= ~(1 << depth)
+            open_objects_only = False
         elif c == 125 or c == 93:
             is_object = (objects >> depth) & 1
             if depth == 0 or (c == 125 and is_object == 0) or (c == 93 and is_object == 1):
@@ -205,9 +228,12 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
                 return 0
         elif c == 44:
             expect_key = depth > 0 and ((objects >> depth) & 1) == 1
+            elem_start = depth > 0 and not expect_key and ((objects_only >> depth) & 1) == 1
         elif c == 58:
             after_colon = special
+            list_value = list_key
             special = False
+            list_key = False
         elif c == 78 or c == 73:  # NaN, Infinity
             return 0
         i += 1

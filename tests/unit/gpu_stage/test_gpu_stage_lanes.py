@@ -55,6 +55,11 @@ def repeats_a_key(value: bytes) -> bool:
         (b'{"a":"\xff"}', False),
         (b'{"a":' + b"[" * 300 + b"]" * 300 + b"}", False),
         (b'{"a/b":1,"a\\/b":2}', False),
+        (b'{"id": "a", "choices": ["x"]}', False),
+        (b'{"choices": [{"a":1}, null]}', False),
+        (b'{"choices":[{"message":{"tool_calls":[{"id":"t"},[]]}}]}', False),
+        (b'{"choices":[],"x":["a",1]}', True),
+        (b'{"choices":[{"message":{"tool_calls":[]}},{"a":[1,"b"]}]}', True),
     ],
 )
 def test_pre_screen_duplicate_keys(value: bytes, safe: bool) -> None:
