@@ -62,8 +62,8 @@ def device_safe(value: bytes, limit: int) -> bool:
     The checks, cheapest first: size limit, starts with ``{`` and ends with ``}``, no raw control
     bytes (a raw newline would split the JSON-lines buffer), none of :data:`_UNSAFE_TOKENS`, no
     explicit null message/delta, a strict JSON object by orjson (this also rejects invalid UTF-8 and
-    the trailing brackets ``{...}}`` the device reader would accept), objects only in ``choices`` and
-    ``tool_calls``, and no key repeated within one object (:func:`has_duplicate_keys`).
+    the trailing brackets ``{...}}`` the device reader would accept), objects where the reader
+    declares objects (:func:`_objects_in_lists`), and no key repeated within one object (:func:`has_duplicate_keys`).
     """
     if len(value) > limit or value[:1] != b"{" or value[-1:] != b"}":
         return False
@@ -81,11 +81,16 @@ def device_safe(value: bytes, limit: int) -> bool:
 
 
 def _objects_in_lists(obj: dict[str, Any]) -> bool:
-    """Whether ``choices`` and each choice's ``tool_calls`` hold objects only.
+    """Whether the values the reader declares as objects are objects (or null, or absent).
 
-    The device reader gives a non-object list element (``"choices": ["x"]``) as an empty struct, so
+    That is ``choices`` elements, ``usage`` and its ``prompt_tokens_details``, each choice's
+    ``message``/``delta``, their ``tool_calls`` elements and those elements' ``function``. The
+    device reader may give a value of another type (``"choices": ["x"]``) as an empty struct, so
     the row would look good, where the reference rejects it (``wrong_type``).
     """
+    usage = obj.get("usage")
+    if usage is not None and (type(usage) is not dict or not _object_or_null(usage.get("prompt_tokens_details"))):
+        return False
     choices = obj.get("choices")
     if type(choices) is not list:
         return True
@@ -94,10 +99,19 @@ def _objects_in_lists(obj: dict[str, Any]) -> bool:
             return False
         for key in ("message", "delta"):
             message = choice.get(key)
-            calls = message.get("tool_calls") if type(message) is dict else None
-            if type(calls) is list and any(type(call) is not dict for call in calls):
+            if not _object_or_null(message):
                 return False
+            calls = message.get("tool_calls") if type(message) is dict else None
+            if type(calls) is not list:
+                continue
+            for call in calls:
+                if type(call) is not dict or not _object_or_null(call.get("function")):
+                    return False
     return True
+
+
+def _object_or_null(value: Any) -> bool:
+    return value is None or type(value) is dict
 
 
 def reference_row(value: bytes, validator: ContentValidator, limit: int) -> tuple[Any, ...] | tuple[Reason, str]:

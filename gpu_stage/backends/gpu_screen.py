@@ -6,8 +6,9 @@ last, no byte below 0x20 (a raw newline would split the JSON-lines buffer), stri
 escape and no unknown escape, no ``NaN``/``Infinity`` token, brackets that nest and close the top
 object exactly at the last byte, no explicit ``null`` for a ``message``/``delta`` key, and no key
 repeated within one object (orjson keeps the last of duplicate keys, the device reader the first),
-every element of a ``choices`` or ``tool_calls`` array an object (the reader
-gives a non-object element as an empty struct, where the reference rejects the body), and no number
+every element of a ``choices`` or ``tool_calls`` array an object, an object
+or null for ``message``, ``delta``, ``usage``, ``function``, ``prompt_tokens_details`` (the reader
+may give a value of another type as an empty struct, where the reference rejects the body), no number
 beyond what a double holds (more than :data:`MAX_DIGITS` digits or an exponent of
 three digits: orjson rejects infinite values, so such a body is the reference's to judge).
 
@@ -44,6 +45,9 @@ def key_id(name: bytes) -> int:
 _MESSAGE = key_id(b"message")
 _DELTA = key_id(b"delta")
 _CHOICES = key_id(b"choices")
+_USAGE = key_id(b"usage")
+_FUNCTION = key_id(b"function")
+_DETAILS = key_id(b"prompt_tokens_details")
 _TOOL_CALLS = key_id(b"tool_calls")
 
 
@@ -65,6 +69,8 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
     special = False
     after_colon = False
     list_key = False  # the key just read is "choices"/"tool_calls"
+    struct_key = False  # the key just read is one the reader declares as an object
+    struct_value = False  # waiting for the value of such a key
     list_value = False  # waiting for the value of such a key
     open_objects_only = False  # the next ``[`` starts an array that may hold objects only
     objects_only = 0  # bit d set: the array at depth d may hold objects only
@@ -157,6 +163,7 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
                     keys[nkeys] = kid
                     nkeys += 1
                     special = (kid == _MESSAGE) | (kid == _DELTA)
+                    struct_key = special | (kid == _USAGE) | (kid == _FUNCTION) | (kid == _DETAILS)
                     list_key = (kid == _CHOICES) | (kid == _TOOL_CALLS)
                     is_key = False
             elif is_key:
@@ -185,6 +192,10 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
         if after_colon:
             after_colon = False
             if c == 110:
+                return 0
+        if struct_value:
+            struct_value = False
+            if c != 123 and c != 110:
                 return 0
         if elem_start:
             elem_start = False
@@ -232,8 +243,10 @@ def screen_row(chars: Any, start: int, end: int, limit: int, keys: Any, objstart
         elif c == 58:
             after_colon = special
             list_value = list_key
+            struct_value = struct_key
             special = False
             list_key = False
+            struct_key = False
         elif c == 78 or c == 73:  # NaN, Infinity
             return 0
         i += 1

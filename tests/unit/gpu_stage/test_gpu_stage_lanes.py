@@ -59,6 +59,11 @@ def repeats_a_key(value: bytes) -> bool:
         (b'{"choices": [{"a":1}, null]}', False),
         (b'{"choices":[{"message":{"tool_calls":[{"id":"t"},[]]}}]}', False),
         (b'{"choices":[],"x":["a",1]}', True),
+        (b'{"usage": 5}', False),
+        (b'{"usage":{"prompt_tokens_details":[]}}', False),
+        (b'{"choices":[{"message":"hi"}]}', False),
+        (b'{"choices":[{"message":{"tool_calls":[{"function":"f"}]}}]}', False),
+        (b'{"usage":null,"choices":[{"message":{"tool_calls":[{"function":null}]}}]}', True),
         (b'{"choices":[{"message":{"tool_calls":[]}},{"a":[1,"b"]}]}', True),
     ],
 )
@@ -86,9 +91,16 @@ def test_device_screen_rejects(value: bytes) -> None:
 
 
 def test_device_screen_matches_the_host_screen() -> None:
-    """The kernel's rules and the host pre-screen agree on every vector and on generated bodies."""
+    """The kernel is never more permissive than the host pre-screen, and stricter only on error bodies.
+
+    It knows no paths: a ``"message"`` string inside an ``error`` object sends the body to the slow
+    lane, where error bodies end anyway (the fast lane takes no body with an ``error`` key).
+    """
     values = [v.value for v in load_vectors()] + bodies(600, SynthConfig(seed=7))
-    assert screen_host(values, LIMIT) == [device_safe(v, LIMIT) for v in values]
+    for value, kernel in zip(values, screen_host(values, LIMIT), strict=True):
+        host = device_safe(value, LIMIT)
+        assert host or not kernel, value[:120]
+        assert kernel or not host or b'"error"' in value, value[:120]
 
 
 def test_vectors_with_repeated_keys_take_the_slow_lane() -> None:
