@@ -80,12 +80,17 @@ def timed_pass(backend: Backend, batches: list[RawBatch], warm_up: RawBatch) -> 
     }
 
 
-def gpu_passes(backend: Any, batches: list[RawBatch], warm_up: RawBatch, *, host_path: bool) -> dict[str, Any]:
+def gpu_passes(
+    backend: Any, batches: list[RawBatch], warm_up: RawBatch, *, host_path: bool, profile: bool
+) -> dict[str, Any]:
     """Plain pass, profiled pass (stage seconds and µs per record), optionally the earlier path's pass."""
     plain = timed_pass(backend, batches, warm_up)
     plain["screen"] = "device" if backend.device_screen is not None else "host"
     plain["slow_lane_fraction"] = round(backend.stats.slow_fraction, 4)
     plain["whole_batch_fallbacks"] = backend.stats.slow_batches
+    plain["unsynced_stage_seconds"] = backend.clock.rounded()
+    if not profile:
+        return plain
     backend.set_profile(True)
     profiled = timed_pass(backend, batches, warm_up)
     backend.set_profile(False)
@@ -103,7 +108,9 @@ def gpu_passes(backend: Any, batches: list[RawBatch], warm_up: RawBatch, *, host
     return plain
 
 
-def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, host_path: set[int]) -> dict[str, Any]:
+def sweep(
+    sizes: list[tuple[int, int]], names: list[str], seed: int, host_path: set[int], profile_max: int
+) -> dict[str, Any]:
     """Every backend over every size; bodies generated once for the largest record count."""
     values = bodies(max(r for _, r in sizes), SynthConfig(seed=seed))
     backends: dict[str, Any] = {}
@@ -126,7 +133,8 @@ def sweep(sizes: list[tuple[int, int]], names: list[str], seed: int, host_path: 
         for name, backend in backends.items():
             start = time.perf_counter()
             if name == "gpu":
-                row[name] = gpu_passes(backend, batches, warm_up, host_path=size in host_path)
+                profile = size <= profile_max
+                row[name] = gpu_passes(backend, batches, warm_up, host_path=size in host_path, profile=profile)
             else:
                 row[name] = timed_pass(backend, batches, warm_up)
             rate, took = row[name]["records_per_s"], time.perf_counter() - start
@@ -148,7 +156,7 @@ def table(result: dict[str, Any]) -> str:
         if "host_path" in row.get("gpu", {}):
             rates += f"  gpu_host_path={row['gpu']['host_path']['records_per_s']}"
         lines.append(f"batch {row['batch_size']:>8}: {rates}  identical={row['identical']}")
-        if "gpu" in row:
+        if "stage_us_per_record" in row.get("gpu", {}):
             split = ", ".join(f"{k} {v}" for k, v in row["gpu"]["stage_us_per_record"].items())
             lines.append(f"    gpu µs/record: {split}")
     return "\n".join(lines) + "\n"
@@ -161,11 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="gpu,cpu")
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)
     parser.add_argument("--host-path", default="", help="batch sizes that also time the earlier GPU path")
+    parser.add_argument("--profile-max", type=int, default=1 << 62, help="largest batch size given a profiled pass")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host_path = {int(size) for size in args.host_path.split(",") if size}
-    result = sweep(parse_sizes(args.sizes), args.backends.split(","), args.seed, host_path)
+    result = sweep(parse_sizes(args.sizes), args.backends.split(","), args.seed, host_path, args.profile_max)
     sys.stdout.write(table(result))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
