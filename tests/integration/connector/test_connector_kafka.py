@@ -65,7 +65,7 @@ def test_5000_requests_with_20pct_faults_exactly_once(kafka: KafkaSettings, new_
         "--retry-after-s",
         "0.2",
         "--hang-s",
-        "5",
+        "8",
     ]
     with simulator("--seed", "42", *faults) as url:
         cmd = connector_cmd(
@@ -77,8 +77,10 @@ def test_5000_requests_with_20pct_faults_exactly_once(kafka: KafkaSettings, new_
             topics.requests,
             "--group-id",
             f"g-{topics.raw}",
+            # Long enough that a 400 is never timed out on a loaded machine (it would then be retried and
+            # counted twice by the simulator); hangs (8 s) still exceed it.
             "--timeout-s",
-            "1",
+            "3",
             "--backoff-base-s",
             "0.05",
             "--max-attempts",
