@@ -47,8 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             start_http_server(settings.metrics_port)
         partitions = len(end_offsets(settings.kafka, settings.raw_topic))
         create_topics(settings.kafka, {typed_topic: partitions, settings.dlq_topic: 1})
-        log.info("consuming %s → %s (+ %s), group %s", settings.raw_topic, typed_topic,
-                 settings.dlq_topic, settings.group_id)
+        log.info(
+            "consuming %s → %s (+ %s), group %s", settings.raw_topic, typed_topic, settings.dlq_topic, settings.group_id
+        )
         worker = Worker(settings, backend, typed_topic, record.fingerprint)
         _stop_on_sigterm(worker)
         return worker.run()

@@ -51,34 +51,91 @@ def parser() -> argparse.ArgumentParser:
     KafkaSettings.add_options(p, "GPU_STAGE")
     t = p.add_argument_group("topics")
     env_option(t, "--raw-topic", "GPU_STAGE_RAW_TOPIC", default="llm.raw", help="input topic")
-    env_option(t, "--typed-topic", "GPU_STAGE_TYPED_TOPIC", default="llm.typed",
-               help="typed topic base name; the schema fingerprint is appended (.<8 hex>)")
+    env_option(
+        t,
+        "--typed-topic",
+        "GPU_STAGE_TYPED_TOPIC",
+        default="llm.typed",
+        help="typed topic base name; the schema fingerprint is appended (.<8 hex>)",
+    )
     env_option(t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default="llm.dlq", help="dead-letter topic")
     env_option(t, "--group-id", "GPU_STAGE_GROUP_ID", default="gpu-stage", help="consumer group")
-    env_option(t, "--transactional-id", "GPU_STAGE_TRANSACTIONAL_ID", default="gpu-stage-0",
-               help="stable per worker instance (fences a restarted instance's zombie)")
+    env_option(
+        t,
+        "--transactional-id",
+        "GPU_STAGE_TRANSACTIONAL_ID",
+        default="gpu-stage-0",
+        help="stable per worker instance (fences a restarted instance's zombie)",
+    )
     w = p.add_argument_group("parsing")
-    env_option(w, "--backend", "GPU_STAGE_BACKEND", default="auto", choices=["auto", "gpu", "cpu"],
-               help="gpu fails without a usable GPU; auto picks gpu when present and says so")
+    env_option(
+        w,
+        "--backend",
+        "GPU_STAGE_BACKEND",
+        default="auto",
+        choices=["auto", "gpu", "cpu"],
+        help="gpu fails without a usable GPU; auto picks gpu when present and says so",
+    )
     env_option(w, "--content-schema", "GPU_STAGE_CONTENT_SCHEMA", help="content JSON Schema file (default: bundled)")
     env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=20_000, type=int, help="max records/batch")
     env_option(w, "--batch-bytes", "GPU_STAGE_BATCH_BYTES", default=32 << 20, type=int, help="max bytes/batch")
-    env_option(w, "--batch-wait-ms", "GPU_STAGE_BATCH_WAIT_MS", default=200, type=int,
-               help="close a batch after this long even if small")
-    env_option(w, "--max-record-bytes", "GPU_STAGE_MAX_RECORD_BYTES", default=1 << 20, type=int,
-               help="larger bodies go to the DLQ as too_large")
-    env_option(w, "--on-bad", "GPU_STAGE_ON_BAD", default="dlq", choices=["dlq", "fail"],
-               help="bad records: dead-letter them, or stop the stage")
-    env_option(w, "--max-bad-ratio", "GPU_STAGE_MAX_BAD_RATIO", default=0.95, type=float,
-               help="stop loudly when a batch is mostly bad (misconfiguration, not bad data)")
-    env_option(w, "--gpu-pool-bytes", "GPU_STAGE_GPU_POOL_BYTES", default=2 << 30, type=int,
-               help="cap of the GPU memory pool (vLLM shares the card)")
+    env_option(
+        w,
+        "--batch-wait-ms",
+        "GPU_STAGE_BATCH_WAIT_MS",
+        default=200,
+        type=int,
+        help="close a batch after this long even if small",
+    )
+    env_option(
+        w,
+        "--max-record-bytes",
+        "GPU_STAGE_MAX_RECORD_BYTES",
+        default=1 << 20,
+        type=int,
+        help="larger bodies go to the DLQ as too_large",
+    )
+    env_option(
+        w,
+        "--on-bad",
+        "GPU_STAGE_ON_BAD",
+        default="dlq",
+        choices=["dlq", "fail"],
+        help="bad records: dead-letter them, or stop the stage",
+    )
+    env_option(
+        w,
+        "--max-bad-ratio",
+        "GPU_STAGE_MAX_BAD_RATIO",
+        default=0.95,
+        type=float,
+        help="stop loudly when a batch is mostly bad (misconfiguration, not bad data)",
+    )
+    env_option(
+        w,
+        "--gpu-pool-bytes",
+        "GPU_STAGE_GPU_POOL_BYTES",
+        default=2 << 30,
+        type=int,
+        help="cap of the GPU memory pool (vLLM shares the card)",
+    )
     o = p.add_argument_group("operation")
     env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=int, help="serve Prometheus metrics here")
-    env_option(o, "--exit-when-idle", "GPU_STAGE_EXIT_WHEN_IDLE_S", type=float,
-               help="exit 0 after this many seconds without input (backfills, tests)")
-    env_option(o, "--txn-deadline", "GPU_STAGE_TXN_DEADLINE_S", default=120.0, type=float,
-               help="exit (for a supervised restart) when one transaction hangs longer than this")
+    env_option(
+        o,
+        "--exit-when-idle",
+        "GPU_STAGE_EXIT_WHEN_IDLE_S",
+        type=float,
+        help="exit 0 after this many seconds without input (backfills, tests)",
+    )
+    env_option(
+        o,
+        "--txn-deadline",
+        "GPU_STAGE_TXN_DEADLINE_S",
+        default=120.0,
+        type=float,
+        help="exit (for a supervised restart) when one transaction hangs longer than this",
+    )
     p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
     p.add_argument("--log-level", default="INFO", help="logging level")
     return p

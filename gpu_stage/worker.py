@@ -58,7 +58,9 @@ class Worker:
         self.stopping = False
         self._buffer: list[Message] = []
         self.consumer = Consumer(
-            settings.kafka, settings.group_id, [settings.raw_topic],
+            settings.kafka,
+            settings.group_id,
+            [settings.raw_topic],
             # A short session lets a restarted worker get the partitions of a crashed one within seconds.
             config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20, "session.timeout.ms": 10_000},
             on_revoke=self._on_revoke,
@@ -67,9 +69,14 @@ class Worker:
 
     def _new_producer(self) -> TransactionalProducer:
         return TransactionalProducer(
-            self.settings.kafka, self.settings.transactional_id,
-            config={"linger.ms": 50, "queue.buffering.max.messages": 1_000_000,
-                    "queue.buffering.max.kbytes": 1 << 20, "batch.size": 1 << 20},
+            self.settings.kafka,
+            self.settings.transactional_id,
+            config={
+                "linger.ms": 50,
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1 << 20,
+                "batch.size": 1 << 20,
+            },
         )
 
     def _on_revoke(self, parts: TopicPartitions) -> None:
@@ -149,8 +156,10 @@ class Worker:
             msg = f"bad record at {first.topic}[{first.partition}]@{first.offset}: {first.reason}: {first.error}"
             raise ParseError(msg)
         if n >= s.min_batch_for_ratio and len(result.bad) / n > s.max_bad_ratio:
-            msg = (f"{len(result.bad)} of {n} records in one batch are bad (> {s.max_bad_ratio:.0%}): "
-                   "check the input topic and the content schema")
+            msg = (
+                f"{len(result.bad)} of {n} records in one batch are bad (> {s.max_bad_ratio:.0%}): "
+                "check the input topic and the content schema"
+            )
             raise ParseError(msg)
 
     def _transact(self, messages: list[Message], result: ParseResult) -> None:
@@ -211,8 +220,16 @@ class Worker:
         elapsed = max(time.monotonic() - t.started, 1e-9)
         for (topic, part), lag in self.consumer.lag().items():
             metrics.LAG.labels(topic, str(part)).set(lag)
-        log.info("batches=%d in=%d typed=%d dlq=%d aborts=%d rate=%.0f rec/s backend=%s",
-                 t.batches, t.records_in, t.typed, t.dead, t.aborts, t.records_in / elapsed, self.backend.name)
+        log.info(
+            "batches=%d in=%d typed=%d dlq=%d aborts=%d rate=%.0f rec/s backend=%s",
+            t.batches,
+            t.records_in,
+            t.typed,
+            t.dead,
+            t.aborts,
+            t.records_in / elapsed,
+            self.backend.name,
+        )
 
 
 EXIT_HUNG = 75
