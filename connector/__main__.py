@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     metrics = ConnectorMetrics()
     if s.metrics_port is not None:
-        start_http_server(s.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+        start_http_server(s.metrics_port, addr=s.metrics_host, registry=metrics.registry)
     log.info(
         "connector starting: url=%s input=%s transport=%s loop=%s",
         s.http.url,

@@ -40,6 +40,7 @@ class ConnectorSettings:
     json_schema: dict[str, Any] | None
     schema_name: str
     metrics_port: int | None
+    metrics_host: str
     log_level: str
 
     @property
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(flow, "--drain-timeout-s", default=30.0, type=float, help="on SIGTERM, wait this long for calls")
     _opt(flow, "--max-request-bytes", default=1_000_000, type=int, help="larger input lines → DLQ too_large")
     _opt(p, "--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    _opt(p, "--metrics-host", default="127.0.0.1", help="address the metrics server binds (0.0.0.0 in containers)")
     _opt(p, "--log-level", default="INFO", help="logging level")
     KafkaSettings.add_options(p, "CONNECTOR")
     return p
@@ -156,6 +158,7 @@ def from_args(args: argparse.Namespace) -> ConnectorSettings:
         json_schema=_schema(args.json_schema),
         schema_name=args.schema_name,
         metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         log_level=args.log_level,
     )
 

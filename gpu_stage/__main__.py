@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         metrics.BACKEND.labels(backend.name).set(1)
         if settings.metrics_port:
-            start_http_server(settings.metrics_port)
+            start_http_server(settings.metrics_port, addr=settings.metrics_host)
         partitions = len(end_offsets(settings.kafka, settings.raw_topic))
         create_topics(settings.kafka, {typed_topic: partitions, settings.dlq_topic: 1})
         log.info(

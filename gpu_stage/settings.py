@@ -36,6 +36,7 @@ class WorkerSettings:
     min_batch_for_ratio: int = 100
     gpu_pool_bytes: int = 2 << 30
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
     progress_every_s: float = 10.0
     txn_deadline_s: float = 120.0
@@ -122,6 +123,10 @@ def parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("operation")
     env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=int, help="serve Prometheus metrics here")
     env_option(
+        o, "--metrics-host", "GPU_STAGE_METRICS_HOST", default="127.0.0.1",
+        help="address the metrics server binds (0.0.0.0 in containers)",
+    )
+    env_option(
         o,
         "--exit-when-idle",
         "GPU_STAGE_EXIT_WHEN_IDLE_S",
@@ -166,6 +171,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         max_bad_ratio=args.max_bad_ratio,
         gpu_pool_bytes=args.gpu_pool_bytes,
         metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,
         txn_deadline_s=args.txn_deadline,
     )
