@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
 # Transactions: Flink's exactly-once sink defaults to a 1 h transaction timeout, so allow it.
+# Retention: no time limit (the run folder is wiped with `down --wipe`), since tests, demos and
+# replays write records whose timestamps can lie far in the past.
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
@@ -50,6 +52,7 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 transaction.max.timeout.ms=3600000
 message.max.bytes=16777216
+log.retention.ms=-1
 """
 
 
@@ -113,7 +116,14 @@ class BrokerDir:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
 
-def start(root: Path, port: int | None = None, timeout_s: float = 90.0, heap_mb: int = 512) -> BrokerDir:
+def new_cluster_id() -> str:
+    """A cluster id as ``kafka-storage random-uuid`` prints it (22 base64url characters), without a JVM."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def start(
+    root: Path, port: int | None = None, timeout_s: float = 90.0, heap_mb: int = 512, cluster_id: str | None = None
+) -> BrokerDir:
     """Format storage (first time only) and start a broker in ``root``; return once it serves requests."""
     run = BrokerDir(root)
     if run.pid() is not None:
@@ -125,7 +135,7 @@ def start(root: Path, port: int | None = None, timeout_s: float = 90.0, heap_mb:
     classpath = f"{jar_dir('kafka')}/*"
     jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]
     if not (root / "data" / "meta.properties").exists():
-        _format(jvm, classpath, config, run)
+        _format(jvm, classpath, config, cluster_id or new_cluster_id())
     heap = [f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1"]
     with open(root / "logs" / "stdout.log", "ab") as out:
         proc = subprocess.Popen([*jvm, *heap, "-cp", classpath, "kafka.Kafka", str(config)],
@@ -136,15 +146,14 @@ def start(root: Path, port: int | None = None, timeout_s: float = 90.0, heap_mb:
     return run
 
 
-def _format(jvm: list[str], classpath: str, config: Path, run: BrokerDir) -> None:
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+def _format(jvm: list[str], classpath: str, config: Path, cluster_id: str) -> None:
+    # "--cluster-id=<id>" in one argument: a base64url id may start with "-" and would read as an option.
     command = [*jvm, "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
-               "-t", cluster_id, "-c", str(config)]
+               f"--cluster-id={cluster_id}", "-c", str(config)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         msg = f"formatting KRaft storage failed:\n{done.stdout}{done.stderr}"
         raise SourceError(msg)
-    del run
 
 
 def _await_ready(run: BrokerDir, proc: subprocess.Popen[bytes], timeout_s: float) -> None:

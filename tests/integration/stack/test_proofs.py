@@ -101,3 +101,16 @@ def test_flink_reads_avro_written_with_the_ddl_derived_schema(kafka: KafkaSettin
     assert b[1:4] == (None, None, None) and list(b[4]) == [] and b[5] == {} and b[6:] == (None, None, True)
     assert c[1] == -(2**40) and c[2] == -1.5 and c[3] == datetime(1970, 1, 1)
     assert c[4] is None and c[5] is None and c[6:] == (None, None, False)
+
+
+def test_broker_starts_with_a_cluster_id_that_looks_like_an_option(tmp_path: Any) -> None:
+    from stack import broker
+
+    root = tmp_path / "kafka"
+    run = broker.start(root, cluster_id="-" + broker.new_cluster_id()[1:])
+    try:
+        assert run.pid() is not None
+        assert "cluster.id=-" in (root / "data" / "meta.properties").read_text()
+    finally:
+        assert broker.stop(root)
+    assert run.pid() is None
