@@ -47,9 +47,17 @@ class BadRecord:
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
+    source_headers: tuple[tuple[str, bytes], ...] = ()
 
     def headers(self) -> list[tuple[str, bytes]]:
-        """Kafka headers for the DLQ record; the error text is capped so one record cannot bloat them."""
+        """Kafka headers for the DLQ record: the source record's own headers, then the error facts.
+
+        Keeping the source headers (the Kafka Connect convention) lets consumers of the DLQ group dead
+        letters by request facts such as ``attributes``; the error text is capped so one record cannot
+        bloat them.
+        """
+        ours = {HEADER_STAGE, HEADER_REASON, HEADER_ERROR, HEADER_CLASS, HEADER_TOPIC, HEADER_PARTITION, HEADER_OFFSET}
+        kept = [(name, value) for name, value in self.source_headers if name not in ours]
         pairs = [
             (HEADER_STAGE, self.stage),
             (HEADER_REASON, self.reason.value),
@@ -62,4 +70,4 @@ class BadRecord:
             pairs.append((HEADER_PARTITION, str(self.partition)))
         if self.offset is not None:
             pairs.append((HEADER_OFFSET, str(self.offset)))
-        return [(name, value.encode()) for name, value in pairs]
+        return kept + [(name, value.encode()) for name, value in pairs]

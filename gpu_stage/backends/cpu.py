@@ -62,6 +62,7 @@ class CpuBackend:
             topic=batch.topic,
             partition=int(batch.partitions[i]),
             offset=int(batch.offsets[i]),
+            source_headers=tuple(batch.headers[i]),
         )
 
     def parse(self, batch: RawBatch) -> ParseResult:
