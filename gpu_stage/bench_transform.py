@@ -27,6 +27,7 @@ import fastavro
 from gpu_stage.backends.base import Backend
 from gpu_stage.backends.cpu import ROW_LAYOUT, CpuBackend
 from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.runtime import tune_gc
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", action="store_true", help="also time fastavro per-row encoding")
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     args = parser.parse_args(argv)
+    tune_gc()  # as the worker does
     result = run(args.records, make_backend(args.backend), args.batch_size, args.seed)
     if args.baseline:
         result["baseline"] = encoder_baseline(args.records, args.batch_size, args.seed)
