@@ -246,7 +246,11 @@ class Producer:
     def produce(
         self, topic: str, value: bytes | None, key: bytes | None = None, headers: Headers | None = None
     ) -> None:
-        """Enqueue one record; waits (serving callbacks) while the local queue is full."""
+        """Enqueue one record; waits (serving callbacks) while the local queue is full.
+
+        A record librdkafka refuses outright (e.g. larger than ``message.max.bytes``) raises
+        ``DeliveryError``, so callers never see a confluent-kafka exception type.
+        """
         while True:
             try:
                 self._client.produce(
@@ -255,6 +259,9 @@ class Producer:
                 return
             except BufferError:
                 self._client.poll(0.05)
+            except KafkaException as exc:
+                msg = f"cannot produce to {topic}: {exc.args[0]}"
+                raise DeliveryError(msg) from exc
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve delivery callbacks."""
