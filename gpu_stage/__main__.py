@@ -16,7 +16,7 @@ from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.select import choose
 from gpu_stage.runtime import tune_gc
 from gpu_stage.settings import parse
-from gpu_stage.worker import Worker
+from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from llmpipe.errors import FencedError, PipelineError
 from llmpipe.kafka_io import create_topics, end_offsets
 from llmpipe.record import TypedRecord
@@ -48,7 +48,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.metrics_port:
             start_http_server(settings.metrics_port, addr=settings.metrics_host)
         partitions = len(end_offsets(settings.kafka, settings.raw_topic))
-        create_topics(settings.kafka, {typed_topic: partitions, settings.dlq_topic: 1})
+        create_topics(
+            settings.kafka,
+            {typed_topic: partitions, settings.dlq_topic: 1},
+            {"max.message.bytes": str(MAX_MESSAGE_BYTES)},
+        )
         log.info(
             "consuming %s → %s (+ %s), group %s", settings.raw_topic, typed_topic, settings.dlq_topic, settings.group_id
         )

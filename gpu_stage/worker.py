@@ -33,6 +33,11 @@ from llmpipe.record import FINGERPRINT_HEADER
 
 log = logging.getLogger(__name__)
 
+MAX_MESSAGE_BYTES = 64 << 20
+"""Largest typed or DLQ record the worker writes. librdkafka's default (1,000,000) is below the
+1 MiB body limit, so a body just under that limit would otherwise fail every retry as a poison pill;
+the typed and DLQ topics are created with the same ``max.message.bytes``."""
+
 
 @dataclass
 class Totals:
@@ -76,6 +81,7 @@ class Worker:
                 "queue.buffering.max.messages": 1_000_000,
                 "queue.buffering.max.kbytes": 1 << 20,
                 "batch.size": 1 << 20,
+                "message.max.bytes": MAX_MESSAGE_BYTES,
             },
         )
 

@@ -18,6 +18,7 @@ from llmpipe.kafka_io import KafkaSettings, read_topic
 from llmpipe.record import FINGERPRINT_HEADER, TypedRecord
 from tests.integration.gpu_stage.conftest import (
     RawSet,
+    chat_body,
     key_counts,
     start_worker,
     typed_topic,
@@ -103,3 +104,26 @@ def test_two_workers_share_partitions_exactly_once(kafka: KafkaSettings, new_top
     assert codes == [0, 0], (tmp_path / "w0.log").read_text()[-2000:] + (tmp_path / "w1.log").read_text()[-2000:]
     assert_exactly_once(kafka, base, dlq, expected)
     assert all("batches=0 " not in (tmp_path / f"w{n}.log").read_text() or True for n in range(2))
+
+
+def test_a_body_just_under_the_size_limit_is_typed_not_a_crash(
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path
+) -> None:
+    from llmpipe.kafka_io import Producer
+
+    raw, base, dlq = _topics(new_topic, partitions=1)
+    text = "é" * 500_000  # 1,000,000 UTF-8 bytes of content: over librdkafka's default record limit
+    body = chat_body(1).replace(b"Answer number 1", text.encode())
+    assert 1_000_000 < len(body) < 1 << 20
+    producer = Producer(kafka, {"message.max.bytes": 4 << 20})
+    producer.produce(raw, body, b"big")
+    producer.produce(raw, chat_body(2), b"small")
+    producer.flush()
+    proc = start_worker(worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), tmp_path / "w.log")
+    assert proc.wait(timeout=120) == 0, (tmp_path / "w.log").read_text()[-3000:]
+
+    typed = {m.key: m.value for m in read_topic(kafka, typed_topic(base))}
+    assert set(typed) == {b"big", b"small"}
+    row = schemaless_reader(io.BytesIO(typed[b"big"] or b""), TypedRecord.from_file().parsed_avro, None)
+    assert row["content_text"] == text + " — 答案"
+    assert read_topic(kafka, dlq) == []
