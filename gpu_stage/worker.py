@@ -114,10 +114,15 @@ class Worker:
         return 0
 
     def _caught_up(self) -> bool:
-        """Assigned partitions exist and none has records left (idle exit must not fire mid-rebalance)."""
+        """Every partition of the input is read to its end, by us or by the rest of the group.
+
+        Idle exit must not fire while partitions are still owned by a crashed member (until its
+        session times out) or being rebalanced, so partitions we do not own count from the group's
+        committed offsets.
+        """
         if self.settings.exit_when_idle_s is None:
             return True
-        lag = self.consumer.lag()
+        lag = self.consumer.lag([self.settings.raw_topic])
         return bool(lag) and not any(lag.values())
 
     def _idle_for(self, since: float) -> bool:
@@ -190,8 +195,21 @@ class Worker:
             producer.produce(self.typed_topic, value, key, self._typed_headers)
         for bad in result.bad:
             producer.produce(self.settings.dlq_topic, bad.raw, bad.key, bad.headers())
-        producer.send_offsets(next_offsets(messages), self.consumer.group_metadata())
+        producer.send_offsets(self._commit_offsets(messages), self.consumer.group_metadata())
         producer.commit()
+
+    def _commit_offsets(self, messages: list[Message]) -> TopicPartitions:
+        """Offsets after the batch; the consumer's position where it is further on.
+
+        The position has also stepped over transaction markers that follow the last record (the raw
+        topic is written in transactions), so the committed offset reaches the end of the partition.
+        Everything below the position was consumed into this batch: the buffer is empty by now.
+        """
+        ahead = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.positions() if tp.offset >= 0}
+        return offsets(
+            (tp.topic, tp.partition, max(tp.offset, ahead.get((tp.topic, tp.partition), -1)))
+            for tp in next_offsets(messages)
+        )
 
     def _recover(self, cause: str, exc: Exception, *, recreate: bool) -> None:
         """Abort (or replace the producer), then rewind so the batch is read again."""

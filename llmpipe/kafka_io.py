@@ -426,13 +426,20 @@ class Consumer:
         """Currently assigned partitions."""
         return list(self._client.assignment())
 
-    def lag(self) -> dict[tuple[str, int], int]:
-        """Records left to read per assigned partition (high watermark - position).
+    def lag(self, topics: Sequence[str] | None = None) -> dict[tuple[str, int], int]:
+        """Records left to read per partition (high watermark - position).
 
-        Before the first record of a partition is consumed its position is unknown; the committed
-        offset (or the low watermark) stands in for it.
+        Without ``topics``: the partitions assigned to this member. With ``topics``: every partition
+        of them, so a member can tell that the whole group is done (partitions it does not own count
+        from the group's committed offset). Where a position is unknown (nothing consumed yet, or not
+        ours), the committed offset, else the low watermark, stands in for it.
         """
         assigned = self._client.assignment()
+        if topics is not None:
+            owned = {(tp.topic, tp.partition) for tp in assigned}
+            everything = [TopicPartition(t, p) for t in topics for p in self._client.list_topics(t, timeout=10)
+                          .topics[t].partitions]
+            assigned = assigned + [tp for tp in everything if (tp.topic, tp.partition) not in owned]
         if not assigned:
             return {}
         positions = self._client.position(assigned)
