@@ -7,8 +7,11 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from llmpipe.kafka_io import KafkaSettings, Producer, read_topic
 from llmpipe.record import TypedRecord
@@ -67,11 +70,27 @@ def worker_command(kafka: KafkaSettings, raw: str, typed_base: str, dlq: str, gr
             "--log-level", "INFO"]
 
 
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_leftover_workers() -> Iterator[None]:
+    """A test that fails while a worker runs must not leave that worker behind."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def start_worker(command: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Start a worker process writing its log to ``log``."""
     out = open(log, "ab")  # noqa: SIM115 - the child owns the handle for its lifetime
-    return subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    STARTED.append(proc)
+    return proc
 
 
 def key_counts(kafka: KafkaSettings, topic: str) -> Counter[bytes]:
