@@ -43,20 +43,15 @@ def attributes(value: bytes | None) -> dict[str, str | None] | None:
         return None
 
 
-def header_columns(headers: Sequence[Sequence[tuple[str, bytes]]]) -> tuple[list[Any], list[Any]]:
-    """``latency_ms`` and ``attributes`` columns for the given records' headers (last one wins)."""
-    latencies: list[Any] = []
-    attrs: list[Any] = []
-    for record_headers in headers:
-        latency = attr = None
-        for name, value in record_headers:
-            if name == hdr.LATENCY_MS:
-                latency = value
-            elif name == hdr.ATTRIBUTES:
-                attr = value
-        latencies.append(latency_ms(latency))
-        attrs.append(attributes(attr))
-    return latencies, attrs
+def raw_header_values(record_headers: Sequence[tuple[str, bytes]]) -> tuple[bytes | None, bytes | None]:
+    """The raw ``latency.ms`` and ``attributes`` header values of one record (the last one wins)."""
+    latency = attr = None
+    for name, value in record_headers:
+        if name == hdr.LATENCY_MS:
+            latency = value
+        elif name == hdr.ATTRIBUTES:
+            attr = value
+    return latency, attr
 
 
 def ingest_ts(timestamp_ms: int) -> int | None:
@@ -85,12 +80,7 @@ def meta_rows(
     for key, record_headers, partition, offset, ts in zip(
         keys, headers, partitions, offsets, timestamps_ms, strict=True
     ):
-        latency = attr = None
-        for name, value in record_headers:
-            if name == hdr.LATENCY_MS:
-                latency = value
-            elif name == hdr.ATTRIBUTES:
-                attr = value
+        latency, attr = raw_header_values(record_headers)
         pair = converted.get((latency, attr))
         if pair is None:
             pair = converted[latency, attr] = (latency_ms(latency), attributes(attr))
