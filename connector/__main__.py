@@ -106,12 +106,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("connector stopped: %s", exc)
         return 3
     elapsed = time.monotonic() - stats.started
+    # startup_s: engine start (Kafka producer, input position) to the first HTTP call; work_s: first
+    # call to last commit, the span the completions/s of a run are measured over.
+    first, last = stats.first_call, stats.last_commit
     log.info(
-        "connector done: committed=%d dlq=%d elapsed_s=%.2f rate=%.0f/s",
+        "connector done: committed=%d dlq=%d elapsed_s=%.2f rate=%.0f/s startup_s=%.2f work_s=%.2f work_rate=%.0f/s",
         stats.committed,
         stats.dead_letters,
         elapsed,
         stats.committed / max(elapsed, 1e-9),
+        (first - stats.started) if first is not None else float("nan"),
+        (last - first) if first is not None and last is not None else float("nan"),
+        stats.work_rate(),
     )
     return 0
 
