@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(p, "retry-after-s", "1", float, "Retry-After sent with 429.")
     _add(p, "hang-s", "120", float, "How long a hanging request sleeps before answering.")
     _add(p, "mix", "", str, "Content mix without response_format, e.g. 'prose=3,json=2,tool_call=1'.")
+    _add(p, "long-scale", "1", int, "Multiplier of the length of 'long' content (300: bodies of 1.5-3 MB).")
     _add(p, "log-level", "WARNING", str, "Logging level.")
     return p
 
@@ -75,7 +76,7 @@ def config_from(args: argparse.Namespace) -> SimConfig:
         msg = f"fault rates add up to {faults.total()} > 1"
         raise SystemExit(msg)
     latency = Latency(args.ttft_ms, args.per_token_ms, args.jitter)
-    return SimConfig(args.seed, args.model, 8192, faults, latency, parse_mix(args.mix))
+    return SimConfig(args.seed, args.model, 8192, faults, latency, parse_mix(args.mix), args.long_scale)
 
 
 async def serve(config: SimConfig, host: str, port: int) -> None:

@@ -63,3 +63,5 @@ class SimConfig:
     faults: FaultRates = field(default_factory=FaultRates)
     latency: Latency = field(default_factory=Latency)
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
+    long_scale: int = 1
+    """Multiplier of the sentence count of ``long`` content (300: bodies of 1.5-3 MB)."""

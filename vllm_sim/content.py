@@ -120,7 +120,9 @@ def _demo_json(rng: random.Random) -> str:
     return orjson.dumps(schema_gen.generate(DEMO_OBJECT_SCHEMA, rng)).decode()
 
 
-def _text_for(kind: str, rng: random.Random) -> tuple[str | None, str | None, tuple[ToolCall, ...]]:
+def _text_for(
+    kind: str, rng: random.Random, long_scale: int = 1
+) -> tuple[str | None, str | None, tuple[ToolCall, ...]]:
     """Content, reasoning and tool calls for one choice of the given kind."""
     if kind == "cjk":
         return cjk(rng, rng.randint(1, 4)), None, ()
@@ -136,7 +138,7 @@ def _text_for(kind: str, rng: random.Random) -> tuple[str | None, str | None, tu
         args = orjson.dumps(schema_gen.generate(_TOOL_SCHEMA, rng)).decode()
         return None, None, (ToolCall(f"chatcmpl-tool-{hex_id(rng)}", "get_weather", args),)
     if kind == "long":
-        return prose(rng, rng.randint(80, 160)), None, ()
+        return prose(rng, rng.randint(80, 160) * long_scale), None, ()
     return prose(rng, rng.randint(1, 5)), None, ()
 
 
@@ -154,14 +156,16 @@ def _truncate(content: str | None, max_tokens: int | None) -> str | None:
     return "".join(tokens(content)[:max_tokens])
 
 
-def _choice(index: int, rng: random.Random, payload: dict[str, Any], mix: dict[str, float]) -> Choice:
+def _choice(
+    index: int, rng: random.Random, payload: dict[str, Any], mix: dict[str, float], long_scale: int = 1
+) -> Choice:
     schema = response_schema(payload)
     max_tokens = payload.get("max_tokens") or payload.get("max_completion_tokens")
     max_tokens = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None
     if schema is not None:
         body = orjson.dumps(schema_gen.generate(schema, rng)).decode()
         return Choice(index, body, None, (), "stop", None)
-    content, reasoning, calls = _text_for(_kind(rng, mix), rng)
+    content, reasoning, calls = _text_for(_kind(rng, mix), rng, long_scale)
     if calls:
         return Choice(index, None, reasoning, calls, "tool_calls", None)
     finish, stop = _stop_facts(rng, content, max_tokens)
@@ -169,13 +173,18 @@ def _choice(index: int, rng: random.Random, payload: dict[str, Any], mix: dict[s
 
 
 def plan(
-    payload: dict[str, Any], rng: random.Random, model: str, mix: dict[str, float], now: int
+    payload: dict[str, Any],
+    rng: random.Random,
+    model: str,
+    mix: dict[str, float],
+    now: int,
+    long_scale: int = 1,
 ) -> Completion:
-    """Decide the whole completion for one request."""
+    """Decide the whole completion for one request (``long_scale`` multiplies ``long`` content)."""
     n = payload.get("n")
     count = n if isinstance(n, int) and 1 <= n <= 16 else 1
     suffix = hex_id(rng)
-    choices = tuple(_choice(i, rng, payload, mix) for i in range(count))
+    choices = tuple(_choice(i, rng, payload, mix, long_scale) for i in range(count))
     name = payload.get("model") if isinstance(payload.get("model"), str) else model
     return Completion(suffix, now, str(name), choices, prompt_tokens(payload))
 

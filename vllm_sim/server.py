@@ -119,6 +119,7 @@ class Simulator:
             self.config.model,
             self.config.mix,
             int(time.time()),
+            self.config.long_scale,
         )
         self.metrics.running.inc()
         try:
