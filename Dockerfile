@@ -1,5 +1,5 @@
 # The product image. Three targets from one file:
-#   app   — connector, gpu_stage (CPU backend), vllm_sim, replay (python:3.11-slim)
+#   app   — connector, gpu_stage (native CPU backend), vllm_sim, replay (python:3.11-slim)
 #   gpu   — app plus cuDF for gpu_stage --backend gpu (CUDA 12 runtime from the wheels)
 #   flink — Flink 2.2 with PyFlink, the Kafka/Avro connector jars in lib/ and the jobs package
 # Build: docker build --target app -t llmpipe:0.1.0 .   (compose builds all three)
@@ -9,6 +9,16 @@ FROM maven:3.9.9-eclipse-temurin-17 AS jars
 WORKDIR /build
 COPY stack/maven/flink/pom.xml pom.xml
 RUN mvn -q -B dependency:copy-dependencies -DoutputDirectory=/jars -DincludeScope=runtime
+
+# ---- native: the compiled transform core (gpu_stage --backend cpu) as an abi3 wheel
+FROM python:3.11.11-slim-bookworm AS native
+RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certificates build-essential \
+    && rm -rf /var/lib/apt/lists/* \
+    && curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+ENV PATH=/root/.cargo/bin:$PATH
+WORKDIR /build
+COPY native native
+RUN pip wheel --no-deps -w /wheels ./native
 
 # ---- app: the Python stages, non-root
 FROM python:3.11.11-slim-bookworm AS app
@@ -24,7 +34,8 @@ COPY stack stack
 COPY bench bench
 COPY replay replay
 COPY demo demo
-RUN pip install . && useradd --uid 10001 --no-create-home llmpipe
+COPY --from=native /wheels /wheels
+RUN pip install /wheels/*.whl . && useradd --uid 10001 --no-create-home llmpipe
 USER 10001
 EXPOSE 8000 9101 9102
 CMD ["python", "-m", "gpu_stage", "--help"]

@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: env jars lint test test-unit demo stack-up stack-down clean
+.PHONY: env jars lint test test-native test-unit demo stack-up stack-down clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -11,7 +11,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[flink,dev]"
 	touch $@
 
-env: $(VENV)/.installed
+# The native transform core (Rust, built by maturin into the venv); rebuilt when its sources change.
+$(VENV)/.native: $(VENV)/.installed native/Cargo.toml native/pyproject.toml native/llmpipe_native.pyi $(wildcard native/src/*.rs)
+	$(PY) -m pip install -q ./native
+	touch $@
+
+env: $(VENV)/.installed $(VENV)/.native
 
 jars: env
 	$(PY) -m stack jars
@@ -21,8 +26,12 @@ lint: env
 	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo replay
 
 # Unit tests, then integration tests against a real broker and a PyFlink mini-cluster.
-test: env jars lint
+test: env jars lint test-native
 	$(PY) scripts/run_pytest.py tests
+
+# The native core's own unit tests (JSON reader, number spelling, created, content rules).
+test-native:
+	cargo test -q --release --manifest-path native/Cargo.toml
 
 test-unit: env
 	$(PY) scripts/run_pytest.py tests -m "not integration"
@@ -39,4 +48,4 @@ stack-down: env
 	$(PY) -m stack down
 
 clean:
-	rm -rf $(VENV) .stack .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .stack .pytest_cache .mypy_cache .ruff_cache native/target

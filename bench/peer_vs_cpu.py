@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_stage import synth
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.native import NativeBackend
 from jobs import peer_raw
 from jobs.cli import JobSettings
 from jobs.flink_env import FlinkSettings, execute, table_env
@@ -64,7 +64,7 @@ def run_peer(kafka: KafkaSettings, values: list[bytes], parallelism: int) -> dic
 
 def run_cpu(values: list[bytes], batch_size: int) -> dict[str, Any]:
     """The CPU backend over the same bodies, batches built before the clock starts."""
-    backend = CpuBackend()
+    backend = NativeBackend()
     batches = [synth.batch(values[i : i + batch_size], i) for i in range(0, len(values), batch_size)]
     start = time.perf_counter()
     good = sum(len(backend.parse(b).encoded) for b in batches)

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_stage.backends.base import Backend
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.batch import RawBatch
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
@@ -120,7 +121,9 @@ def sweep(
 
             backends[name] = GpuBackend(pool_bytes=48 << 30)
         elif name == "cpu":
-            backends[name] = CpuBackend()
+            backends[name] = NativeBackend()
+        elif name == "reference":
+            backends[name] = ReferenceBackend()
         else:
             msg = f"unknown backend {name!r}"
             raise ConfigError(msg)
@@ -152,7 +155,7 @@ def table(result: dict[str, Any]) -> str:
     """A short text table: records/s per backend and batch size, then the GPU stage split."""
     lines = []
     for row in result["sizes"]:
-        rates = "  ".join(f"{k}={row[k]['records_per_s']}" for k in ("gpu", "cpu") if k in row)
+        rates = "  ".join(f"{k}={row[k]['records_per_s']}" for k in ("gpu", "cpu", "reference") if k in row)
         if "host_path" in row.get("gpu", {}):
             rates += f"  gpu_host_path={row['gpu']['host_path']['records_per_s']}"
         lines.append(f"batch {row['batch_size']:>8}: {rates}  identical={row['identical']}")

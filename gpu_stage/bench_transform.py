@@ -1,9 +1,10 @@
 """Throughput of the transform alone (raw bytes → Avro bytes), per backend.
 
-``python -m gpu_stage.bench_transform --records N --backend cpu --out bench/results/x.json`` generates
-deterministic ~1 KB bodies (:mod:`gpu_stage.synth`), parses them in batches and reports records/s
-and MB/s of input. Body generation is not timed. The result file also records a checksum of the
-encoded output, so runs of different backends on the same seed can be compared for identity.
+``python -m gpu_stage.bench_transform --records N --backends cpu,reference --out bench/results/x.json``
+generates deterministic ~1 KB bodies (:mod:`gpu_stage.synth`), parses them in batches with each
+backend in turn (one process, same bodies) and reports records/s and MB/s of input, and each
+backend's ratio to the last one named. Body generation is not timed. Each run records a checksum of
+the encoded output; the command fails if the backends disagree.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 import fastavro
 
 from gpu_stage.backends.base import Backend
-from gpu_stage.backends.cpu import ROW_LAYOUT, CpuBackend
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends.reference import ROW_LAYOUT, ReferenceBackend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.runtime import tune_gc
 from gpu_stage.synth import SynthConfig, batch, bodies
@@ -37,7 +39,9 @@ log = logging.getLogger(__name__)
 def make_backend(name: str) -> Backend:
     """The backend called ``name``; the GPU backend is imported only when asked for."""
     if name == "cpu":
-        return CpuBackend()
+        return NativeBackend()
+    if name == "reference":
+        return ReferenceBackend()
     if name == "gpu":
         try:
             from gpu_stage.backends.gpu import GpuBackend  # type: ignore[import-not-found,unused-ignore]
@@ -123,7 +127,7 @@ def encoder_baseline(records: int, batch_size: int, seed: int) -> dict[str, Any]
     Both encode exactly the same typed rows (fastavro gets them as dicts, as any per-record producer
     would); the outputs are checked for identity before the times are reported.
     """
-    backend = CpuBackend()
+    backend = ReferenceBackend()
     values = bodies(records, SynthConfig(seed=seed))
     batches = [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
     typed = [backend.typed_rows(raw)[:2] for raw in batches]
@@ -153,24 +157,38 @@ def encoder_baseline(records: int, batch_size: int, seed: int) -> dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
+    """Command-line entry point: every backend named, on the same bodies, with ratios to the last one."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--backend", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument(
+        "--backends",
+        default="cpu,reference",
+        help="comma list of cpu, reference, gpu; ratios are to the last one named (the baseline)",
+    )
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)
     parser.add_argument("--baseline", action="store_true", help="also time fastavro per-row encoding")
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     args = parser.parse_args(argv)
     tune_gc()  # as the worker does
-    result = run(args.records, make_backend(args.backend), args.batch_size, args.seed)
+    names = [n for n in args.backends.split(",") if n]
+    runs = [run(args.records, make_backend(name), args.batch_size, args.seed) for name in names]
+    for one in runs:
+        sys.stdout.write(
+            f"{one['backend']}: {one['records']} records in {one['seconds']} s = "
+            f"{one['records_per_s']} records/s, {one['input_mb_per_s']} MB/s "
+            f"(mean body {one['mean_body_bytes']} B, good {one['good']}, bad {one['bad']})\n"
+        )
+    base = runs[-1]
+    ratios = {r["backend"]: round(r["records_per_s"] / base["records_per_s"], 2) for r in runs[:-1]}
+    if ratios:
+        sys.stdout.write(f"ratio to {base['backend']}: {ratios}\n")
+    if len({r["output_sha256"] for r in runs}) != 1:
+        msg = f"backends disagree on the output bytes: { {r['backend']: r['output_sha256'] for r in runs} }"
+        raise ConfigError(msg)
+    result: dict[str, Any] = {"runs": runs, "baseline": base["backend"], "ratios": ratios, "same_output": True}
     if args.baseline:
-        result["baseline"] = encoder_baseline(args.records, args.batch_size, args.seed)
-    sys.stdout.write(
-        f"{result['backend']}: {result['records']} records in {result['seconds']} s = "
-        f"{result['records_per_s']} records/s, {result['input_mb_per_s']} MB/s "
-        f"(mean body {result['mean_body_bytes']} B, good {result['good']}, bad {result['bad']})\n"
-    )
+        result["encoder_baseline"] = encoder_baseline(args.records, args.batch_size, args.seed)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

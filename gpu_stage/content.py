@@ -136,6 +136,10 @@ def _compile_property(name: str, prop: Mapping[str, Any]) -> _Property:
     if not isinstance(kind, str) or kind not in _COERCE:
         msg = f"content schema property {name!r}: unsupported type {kind!r}"
         raise ConfigError(msg)
+    for bound in ("minimum", "maximum"):
+        if bound in prop and (kind not in ("number", "integer") or not _is_number(prop[bound])):
+            msg = f"content schema property {name!r}: {bound} needs a numeric type and a numeric bound"
+            raise ConfigError(msg)
     enum = prop.get("enum")
     return _Property(
         name,

@@ -11,7 +11,7 @@ from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings
 from llmpipe.settings import env_option
 
-BackendChoice = Literal["auto", "gpu", "cpu"]
+BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
 BadPolicy = Literal["dlq", "fail"]
 
 
@@ -74,8 +74,9 @@ def parser() -> argparse.ArgumentParser:
         "--backend",
         "GPU_STAGE_BACKEND",
         default="auto",
-        choices=["auto", "gpu", "cpu"],
-        help="gpu fails without a usable GPU; auto picks gpu when present and says so",
+        choices=["auto", "gpu", "cpu", "reference"],
+        help="gpu fails without a usable GPU; auto picks gpu when present, else cpu (native core), and says so; "
+        "reference is the pure-Python implementation of the semantics",
     )
     env_option(w, "--content-schema", "GPU_STAGE_CONTENT_SCHEMA", help="content JSON Schema file (default: bundled)")
     env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=20_000, type=int, help="max records/batch")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from gpu_stage.batch import ParseResult, RawBatch
+from llmpipe.dlq import BadRecord, Reason
 from llmpipe.record import TypedRecord
 
 STAGE = "gpu_stage"
@@ -38,3 +39,18 @@ class Backend(Protocol):
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch; every position ends up good or as exactly one dead letter."""
         ...
+
+
+def dead_letter(batch: RawBatch, i: int, stage: str, reason: Reason, text: str) -> BadRecord:
+    """The dead letter of batch position ``i``: its raw bytes, key, headers and position, and why."""
+    return BadRecord(
+        raw=batch.values[i],
+        stage=stage,
+        reason=reason,
+        error=text,
+        key=batch.keys[i],
+        topic=batch.topic,
+        partition=int(batch.partitions[i]),
+        offset=int(batch.offsets[i]),
+        source_headers=tuple(batch.headers[i]),
+    )

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.cpu import CpuBackend
 from gpu_stage.backends.gpu_lanes import device_safe, reference_row
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.content import ContentValidator, parse_content, parse_tool_arguments
@@ -163,7 +163,7 @@ class GpuBackend:
         self.settings = settings or TransformSettings()
         cap_memory(pool_bytes)
         self._cudf = _cudf()
-        self._cpu = CpuBackend(self.settings)
+        self._cpu = ReferenceBackend(self.settings)
         self._validator = ContentValidator(self.settings.record.content_schema)
         self.stats = LaneStats()
         self.clock = StageClock(_device_sync() if profile else None)

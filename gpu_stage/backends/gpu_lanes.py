@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gpu_stage.backends.cpu import NOT_AN_OBJECT_TEXT, TOO_LARGE_TEXT, decode_failure
+from gpu_stage.backends.reference import NOT_AN_OBJECT_TEXT, TOO_LARGE_TEXT, decode_failure
 from gpu_stage.content import ContentValidator
 from gpu_stage.extract import BadBody, extract
 from llmpipe.dlq import Reason
@@ -117,7 +117,7 @@ def _object_or_null(value: Any) -> bool:
 def reference_row(value: bytes, validator: ContentValidator, limit: int) -> tuple[Any, ...] | tuple[Reason, str]:
     """The CPU backend's per-record rules: typed values, or ``(reason, error text)`` for a dead letter.
 
-    Mirrors the loop body of :meth:`gpu_stage.backends.cpu.CpuBackend.parse`; the GPU parity tests
+    Mirrors the loop body of :meth:`gpu_stage.backends.reference.ReferenceBackend.parse`; the GPU parity tests
     compare both backends on every shared vector, so a drift between the two would show there.
     """
     if len(value) > limit:

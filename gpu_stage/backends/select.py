@@ -7,10 +7,13 @@ import logging
 from typing import Literal
 
 from gpu_stage.backends.base import Backend, TransformSettings
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.native import NativeBackend, native_unusable_reason
+from gpu_stage.backends.reference import ReferenceBackend
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+Choice = Literal["auto", "gpu", "cpu", "reference"]
 
 
 def gpu_unusable_reason() -> str | None:
@@ -23,11 +26,18 @@ def gpu_unusable_reason() -> str | None:
     return reason
 
 
-def choose(choice: Literal["auto", "gpu", "cpu"], settings: TransformSettings, pool_bytes: int) -> Backend:
-    """Build the backend for ``choice``; raise ``ConfigError`` when ``gpu`` is asked for and unusable."""
+def choose(choice: Choice, settings: TransformSettings, pool_bytes: int) -> Backend:
+    """Build the backend for ``choice``; raise ``ConfigError`` when the one asked for cannot run.
+
+    ``auto`` prefers the GPU, then the native CPU core, then the reference (pure Python), and logs
+    why it passed over the faster ones.
+    """
+    if choice == "reference":
+        log.info("backend: reference (asked for)")
+        return ReferenceBackend(settings)
     if choice == "cpu":
         log.info("backend: cpu (asked for)")
-        return CpuBackend(settings)
+        return NativeBackend(settings)
     reason = gpu_unusable_reason()
     if reason is None:
         gpu = importlib.import_module("gpu_stage.backends.gpu")
@@ -37,5 +47,9 @@ def choose(choice: Literal["auto", "gpu", "cpu"], settings: TransformSettings, p
     if choice == "gpu":
         msg = f"--backend gpu, but the GPU backend cannot run here: {reason}"
         raise ConfigError(msg)
-    log.info("backend: cpu (auto: %s)", reason)
-    return CpuBackend(settings)
+    native_reason = native_unusable_reason()
+    if native_reason is None:
+        log.info("backend: cpu (auto: %s)", reason)
+        return NativeBackend(settings)
+    log.warning("backend: reference (auto: %s; %s)", reason, native_reason)
+    return ReferenceBackend(settings)

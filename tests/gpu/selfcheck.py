@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.synth import SynthConfig, batch, bodies
 from gpu_stage.vectors import batch_of, load_vectors
 from tests.gpu.gpu_parity import REASON, first_difference
@@ -27,7 +27,7 @@ def main() -> int:
         return 2
     from gpu_stage.backends.gpu import GpuBackend  # only where cuDF is
 
-    cpu, gpu = CpuBackend(), GpuBackend(pool_bytes=8 << 30)
+    cpu, gpu = ReferenceBackend(), GpuBackend(pool_bytes=8 << 30)
     raws = {"synth": batch(bodies(2000, SynthConfig())), "vectors": batch_of(load_vectors())}
     failed = 0
     log.info("pre-screen on the %s", "device" if gpu.device_screen is not None else "host")

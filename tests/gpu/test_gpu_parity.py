@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.batch import RawBatch
 from gpu_stage.synth import SynthConfig, batch, bodies
 from gpu_stage.vectors import batch_of, load_vectors
@@ -26,8 +26,8 @@ SYNTH_BATCH = 10_000
 
 
 @pytest.fixture(scope="module")
-def cpu() -> CpuBackend:
-    return CpuBackend(TransformSettings())
+def cpu() -> ReferenceBackend:
+    return ReferenceBackend(TransformSettings())
 
 
 @pytest.fixture(scope="module")
@@ -37,43 +37,43 @@ def gpu() -> Any:
     return GpuBackend(TransformSettings(), pool_bytes=8 << 30)
 
 
-def check(cpu: CpuBackend, gpu: Any, raw: RawBatch) -> None:
+def check(cpu: ReferenceBackend, gpu: Any, raw: RawBatch) -> None:
     a, b = cpu.parse(raw), gpu.parse(raw)
     assert first_difference(a, b) is None
     assert_same(a, b)
 
 
-def test_all_vectors_in_one_batch(cpu: CpuBackend, gpu: Any) -> None:
+def test_all_vectors_in_one_batch(cpu: ReferenceBackend, gpu: Any) -> None:
     check(cpu, gpu, batch_of(load_vectors()))
 
 
 @pytest.mark.parametrize("vector", load_vectors(), ids=lambda v: v.name)
-def test_each_vector_alone(cpu: CpuBackend, gpu: Any, vector: Any) -> None:
+def test_each_vector_alone(cpu: ReferenceBackend, gpu: Any, vector: Any) -> None:
     check(cpu, gpu, batch_of([vector]))
 
 
-def test_good_vectors_in_one_batch(cpu: CpuBackend, gpu: Any) -> None:
+def test_good_vectors_in_one_batch(cpu: ReferenceBackend, gpu: Any) -> None:
     check(cpu, gpu, batch_of([v for v in load_vectors() if "fields" in v.expect]))
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus folder {CORPUS} is absent")
-def test_real_corpus_as_sent_and_compacted(cpu: CpuBackend, gpu: Any) -> None:
+def test_real_corpus_as_sent_and_compacted(cpu: ReferenceBackend, gpu: Any) -> None:
     values = [p.read_bytes() for p in sorted(CORPUS.glob("*.json"))]
     assert values
     check(cpu, gpu, RawBatch.of_values(values))
     check(cpu, gpu, RawBatch.of_values([orjson.dumps(orjson.loads(v)) for v in values]))
 
 
-def test_empty_batch(cpu: CpuBackend, gpu: Any) -> None:
+def test_empty_batch(cpu: ReferenceBackend, gpu: Any) -> None:
     check(cpu, gpu, RawBatch.of_values([]))
 
 
-def test_all_null_and_all_bad_batches(cpu: CpuBackend, gpu: Any) -> None:
+def test_all_null_and_all_bad_batches(cpu: ReferenceBackend, gpu: Any) -> None:
     check(cpu, gpu, RawBatch.of_values([b"null"] * 5))
     check(cpu, gpu, RawBatch.of_values([b"{}", b"{", b"", b"[1]", b'{"id":1}', b"\xff", b'{"error":"x"}']))
 
 
-def test_synth_bodies(cpu: CpuBackend, gpu: Any) -> None:
+def test_synth_bodies(cpu: ReferenceBackend, gpu: Any) -> None:
     values = bodies(SYNTH_RECORDS, SynthConfig())
     cpu_hash, gpu_hash = hashlib.sha256(), hashlib.sha256()
     gpu.reset_counters()  # the module's backend also ran the vector tests: count this run alone

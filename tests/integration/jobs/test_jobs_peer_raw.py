@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from gpu_stage import synth
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.batch import RawBatch
 from jobs import peer_raw
 from jobs.flink_env import execute, table_env
@@ -84,7 +84,7 @@ def test_peer_matches_the_cpu_backend_on_5000_records(kafka: KafkaSettings, new_
     batch = synth.batch(raw_values())
     assert len(batch) == N
     produce_raw(kafka, raw, batch)
-    result = CpuBackend().parse(batch)
+    result = ReferenceBackend().parse(batch)
     want = decode([value for _pos, _key, value in result.encoded.items()])
     assert len(want) + len(result.bad) == N and result.bad  # the synthetic error bodies
 

@@ -14,13 +14,13 @@ import pytest
 
 from bench import backends, checksum, corpus, peers
 from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.reference import ReferenceBackend
 
 SETTINGS = TransformSettings()
 
 
 def cpu_checksum(values: list[bytes]) -> checksum.Checksum:
-    run = backends.run(CpuBackend(SETTINGS), backends.batches(values, 500), True, SETTINGS)
+    run = backends.run(ReferenceBackend(SETTINGS), backends.batches(values, 500), True, SETTINGS)
     assert run.checksum is not None
     return run.checksum
 

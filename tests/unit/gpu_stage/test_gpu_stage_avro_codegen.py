@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gpu_stage.avro_bulk import BulkEncoder
 from gpu_stage.avro_codegen import compile_rows_encoder, long_bytes
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import SerializationError
 from tests.unit.gpu_stage.test_gpu_stage_avro_bulk import (
@@ -88,7 +88,7 @@ def test_unknown_layout_field_is_rejected() -> None:
 
 def test_cpu_backend_output_is_unchanged_for_the_synth_seed() -> None:
     values = bodies(50_000, SynthConfig())
-    backend = CpuBackend()
+    backend = ReferenceBackend()
     digest = hashlib.sha256()
     for start in range(0, len(values), 10_000):
         digest.update(backend.parse(batch(values[start : start + 10_000], first_offset=start)).encoded.buf)

@@ -1,4 +1,4 @@
-"""Batch-level behaviour: empty and all-bad batches, ragged input, the size limit."""
+"""Batch-level behaviour of both CPU backends: empty and all-bad batches, ragged input, the size limit."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from gpu_stage.backends.base import Backend, TransformSettings
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.batch import RawBatch
 from llmpipe.dlq import Reason
 from llmpipe.record import TypedRecord
@@ -14,14 +15,24 @@ from llmpipe.record import TypedRecord
 GOOD = b'{"id":"a","object":"chat.completion","created":1,"choices":[]}'
 
 
-def test_cpu_backend_satisfies_the_protocol() -> None:
-    backend = CpuBackend()
-    assert isinstance(backend, Backend)
-    assert backend.name == "cpu"
+BACKENDS: dict[str, type[ReferenceBackend] | type[NativeBackend]] = {"reference": ReferenceBackend, "cpu": NativeBackend}
 
 
-def test_empty_batch() -> None:
-    result = CpuBackend().parse(RawBatch.of_values([]))
+@pytest.fixture(params=sorted(BACKENDS))
+def make(request: pytest.FixtureRequest) -> type[ReferenceBackend] | type[NativeBackend]:
+    """Each CPU backend's class, so every test below runs against both."""
+    return BACKENDS[request.param]
+
+
+def test_backends_satisfy_the_protocol() -> None:
+    for name, cls in BACKENDS.items():
+        backend = cls()
+        assert isinstance(backend, Backend)
+        assert backend.name == name
+
+
+def test_empty_batch(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
+    result = make().parse(RawBatch.of_values([]))
     assert len(result) == 0
     assert result.encoded.buf == b""
     assert result.encoded.offsets.tolist() == [0]
@@ -29,9 +40,9 @@ def test_empty_batch() -> None:
     assert result.bad == []
 
 
-def test_all_bad_batch() -> None:
+def test_all_bad_batch(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
     values = [b"", b"[]", b"\xff", b'{"error":{"code":500}}']
-    result = CpuBackend().parse(RawBatch.of_values(values, partition=2, first_offset=10))
+    result = make().parse(RawBatch.of_values(values, partition=2, first_offset=10))
     assert len(result.encoded) == 0
     assert result.encoded.buf == b""
     assert [b.reason for b in result.bad] == [
@@ -43,7 +54,7 @@ def test_all_bad_batch() -> None:
     assert [(b.partition, b.offset, b.raw) for b in result.bad] == [(2, 10 + i, v) for i, v in enumerate(values)]
 
 
-def test_good_rows_keep_batch_positions_and_offsets_are_contiguous() -> None:
+def test_good_rows_keep_batch_positions_and_offsets_are_contiguous(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
     values = [b"x", GOOD, b"y", GOOD, GOOD]
     batch = RawBatch(
         values=values,
@@ -54,7 +65,7 @@ def test_good_rows_keep_batch_positions_and_offsets_are_contiguous() -> None:
         offsets=np.arange(5, dtype=np.int64),
         timestamps_ms=np.full(5, 7, dtype=np.int64),
     )
-    encoded = CpuBackend().parse(batch).encoded
+    encoded = make().parse(batch).encoded
     assert encoded.rows.tolist() == [1, 3, 4]
     assert encoded.keys == [b"k1", b"k3", b"k4"]
     assert encoded.offsets[0] == 0
@@ -64,9 +75,9 @@ def test_good_rows_keep_batch_positions_and_offsets_are_contiguous() -> None:
     assert encoded.value(1) != encoded.value(2)
 
 
-def test_size_limit_is_inclusive() -> None:
+def test_size_limit_is_inclusive(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
     settings = TransformSettings(record=TypedRecord.from_file(), max_record_bytes=len(GOOD))
-    result = CpuBackend(settings).parse(RawBatch.of_values([GOOD, GOOD + b" "]))
+    result = make(settings).parse(RawBatch.of_values([GOOD, GOOD + b" "]))
     assert result.encoded.rows.tolist() == [0]
     assert [b.reason for b in result.bad] == [Reason.TOO_LARGE]
 
@@ -76,12 +87,12 @@ def test_ragged_batch_is_rejected() -> None:
         RawBatch(values=[GOOD], keys=[], headers=[[]], topic="t", partitions=[0], offsets=[0], timestamps_ms=[0])
 
 
-def test_synthetic_bodies_are_deterministic_and_all_accounted_for() -> None:
+def test_synthetic_bodies_are_deterministic_and_all_accounted_for(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
     from gpu_stage.synth import batch, bodies
 
     values = bodies(300)
     assert values == bodies(300)
-    result = CpuBackend().parse(batch(values))
+    result = make().parse(batch(values))
     assert len(result) == 300
     error_bodies = sum(1 for v in values if v.startswith(b'{"error":'))
     assert [b.reason for b in result.bad] == [Reason.UPSTREAM_ERROR] * error_bodies

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from gpu_stage_testlib import decode_all
 
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.batch import RawBatch
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "vllm_real"
@@ -69,10 +70,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def decoded() -> tuple[dict[str, dict[str, Any]], Any]:
+@pytest.fixture(scope="module", params=["reference", "cpu"])
+def decoded(request: pytest.FixtureRequest) -> tuple[dict[str, dict[str, Any]], Any]:
     values = [p.read_bytes() for p in FILES]
-    backend = CpuBackend()
+    backend = ReferenceBackend() if request.param == "reference" else NativeBackend()
     result = backend.parse(RawBatch.of_values(values))
     rows = decode_all(result, backend.settings.record)
     return {FILES[i].name[:2]: row for i, row in rows.items()}, result

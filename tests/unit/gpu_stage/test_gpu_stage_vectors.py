@@ -1,4 +1,4 @@
-"""Every shared vector through the CPU backend, checked against its hand-written expectation.
+"""Every shared vector through both CPU backends, checked against its hand-written expectation.
 
 The GPU backend's tests run the same vectors (``gpu_stage.vectors``) and compare bytes with these.
 """
@@ -10,19 +10,26 @@ from typing import Any
 import pytest
 from gpu_stage_testlib import decode_all, reencode
 
-from gpu_stage.backends.cpu import CpuBackend
+from gpu_stage.backends.base import Backend
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.vectors import Vector, batch_of, load_vectors
 from llmpipe.record import TypedRecord
 
 VECTORS = load_vectors()
-BACKEND = CpuBackend()
-RECORD: TypedRecord = BACKEND.settings.record
+RECORD: TypedRecord = ReferenceBackend().settings.record
+
+
+@pytest.fixture(scope="module", params=["reference", "cpu"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The pure-Python reference and the native core, each held to the same expectations."""
+    return ReferenceBackend() if request.param == "reference" else NativeBackend()
 
 
 @pytest.fixture(scope="module")
-def outcome() -> tuple[dict[int, dict[str, Any]], dict[int, Any], Any]:
+def outcome(backend: Backend) -> tuple[dict[int, dict[str, Any]], dict[int, Any], Any]:
     batch = batch_of(VECTORS)
-    result = BACKEND.parse(batch)
+    result = backend.parse(batch)
     rows = decode_all(result, RECORD)
     offsets = list(batch.offsets)
     bad: dict[int, Any] = {}
@@ -97,16 +104,16 @@ def test_keys_travel_with_rows(outcome: Any) -> None:
         assert key == VECTORS[position].key
 
 
-def test_same_input_same_bytes() -> None:
-    first = BACKEND.parse(batch_of(VECTORS))
-    second = CpuBackend().parse(batch_of(VECTORS))
+def test_same_input_same_bytes(backend: Backend) -> None:
+    first = backend.parse(batch_of(VECTORS))
+    second = ReferenceBackend().parse(batch_of(VECTORS))
     assert first.encoded.buf == second.encoded.buf
     assert first.encoded.offsets.tolist() == second.encoded.offsets.tolist()
     assert first.bad == second.bad
 
 
-def test_one_vector_per_batch_gives_the_same_bytes() -> None:
-    together = BACKEND.parse(batch_of(VECTORS))
-    alone = [BACKEND.parse(batch_of([v])) for v in VECTORS]
+def test_one_vector_per_batch_gives_the_same_bytes(backend: Backend) -> None:
+    together = backend.parse(batch_of(VECTORS))
+    alone = [backend.parse(batch_of([v])) for v in VECTORS]
     joined = b"".join(r.encoded.buf for r in alone)
     assert joined == together.encoded.buf

@@ -1,8 +1,9 @@
-"""The CPU backend: orjson per body, the reference extraction, and the columnar Avro encoder.
+"""The reference backend: orjson per body, the reference extraction, and the bulk Avro encoder.
 
-It is both a production backend (hosts without a GPU) and the reference the GPU backend must match
-byte for byte. Per-record Python is limited to one ``orjson.loads`` and one :func:`extract` call;
-encoding is done for the whole batch at once by :class:`gpu_stage.avro_bulk.BulkEncoder`.
+It is the executable form of ``gpu_stage/semantics.md``: the native CPU backend and the GPU backend
+must match it byte for byte, and the GPU backend runs its rare slow-lane rows through it. Per-record
+Python is limited to one ``orjson.loads`` and one :func:`extract` call; encoding is done for the whole
+batch at once by :class:`gpu_stage.avro_bulk.BulkEncoder`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import orjson
 
 from gpu_stage import meta
 from gpu_stage.avro_bulk import BulkEncoder
-from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.base import TransformSettings, dead_letter
 from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
 from gpu_stage.content import ContentValidator
 from gpu_stage.extract import BODY_FIELDS, BadBody, extract
@@ -39,10 +40,10 @@ def decode_failure(value: bytes) -> tuple[Reason, str]:
     return Reason.INVALID_JSON, "body is not valid JSON"
 
 
-class CpuBackend:
-    """Parses batches on the CPU; see ``gpu_stage/semantics.md`` for the rules."""
+class ReferenceBackend:
+    """Parses batches in Python; see ``gpu_stage/semantics.md`` for the rules."""
 
-    name = "cpu"
+    name = "reference"
 
     def __init__(self, settings: TransformSettings | None = None) -> None:
         """Compile the content validator and the Avro encoder once per backend."""
@@ -53,17 +54,7 @@ class CpuBackend:
 
     def bad_record(self, batch: RawBatch, i: int, reason: Reason, text: str) -> BadRecord:
         """The dead letter for position ``i`` (public: the GPU backend's slow lane builds the same)."""
-        return BadRecord(
-            raw=batch.values[i],
-            stage=self.settings.stage,
-            reason=reason,
-            error=text,
-            key=batch.keys[i],
-            topic=batch.topic,
-            partition=int(batch.partitions[i]),
-            offset=int(batch.offsets[i]),
-            source_headers=tuple(batch.headers[i]),
-        )
+        return dead_letter(batch, i, self.settings.stage, reason, text)
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result)."""

@@ -1,0 +1,81 @@
+"""The CPU backend: the whole transform in native code (``llmpipe_native``), one call per batch.
+
+The per-record work (strict JSON decoding, the checks of ``gpu_stage/semantics.md``, the content
+schema, Avro encoding) runs in the compiled core; Python only hands over the batch's columns and
+turns the returned dead-letter positions into :class:`~llmpipe.dlq.BadRecord` objects. The core is
+bound to the same Avro schema and content JSON Schema the reference backend uses (the one-schema
+rule), and the tests hold its output byte-identical to :mod:`gpu_stage.backends.reference`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+
+from gpu_stage.backends.base import TransformSettings, dead_letter
+from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
+from llmpipe.dlq import BadRecord, Reason
+from llmpipe.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def native_unusable_reason() -> str | None:
+    """Why the native core cannot be loaded here (the package is not built or installed), or None."""
+    try:
+        import llmpipe_native  # noqa: F401
+    except ImportError as exc:
+        return f"llmpipe_native is not importable ({exc}); install it with: pip install ./native"
+    return None
+
+
+def _int64_bytes(column: IntColumn) -> bytes:
+    return np.ascontiguousarray(column, dtype="<i8").tobytes()
+
+
+class NativeBackend:
+    """Parses batches with the compiled core; see ``gpu_stage/semantics.md`` for the rules."""
+
+    name = "cpu"
+
+    def __init__(self, settings: TransformSettings | None = None) -> None:
+        """Compile the core for the settings' schemas; a missing core or a bad schema is a ConfigError."""
+        self.settings = settings or TransformSettings()
+        reason = native_unusable_reason()
+        if reason is not None:
+            raise ConfigError(reason)
+        import llmpipe_native
+
+        record = self.settings.record
+        try:
+            self._core = llmpipe_native.Transform(
+                json.dumps(record.avro), json.dumps(record.content_schema), self.settings.max_record_bytes
+            )
+        except ValueError as exc:
+            msg = f"the native core rejects the record schema: {exc}"
+            raise ConfigError(msg) from exc
+        log.debug("native cpu backend ready (schema %s)", record.fingerprint)
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        """Parse and encode one batch (pure: same batch, same result)."""
+        if len(batch) == 0:
+            return ParseResult(EncodedRows(), [])
+        buf, ends, positions, bad = self._core.run(
+            list(batch.values),
+            list(batch.keys),
+            list(batch.headers),
+            _int64_bytes(batch.partitions),
+            _int64_bytes(batch.offsets),
+            _int64_bytes(batch.timestamps_ms),
+        )
+        rows = np.frombuffer(positions, dtype="<i8").astype(np.int64)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        offsets[1:] = np.frombuffer(ends, dtype="<i8")
+        keys = [batch.keys[i] for i in rows.tolist()]
+        dead = [self._dead_letter(batch, i, reason, text) for i, reason, text in bad]
+        return ParseResult(EncodedRows(buf, offsets, rows, keys), dead)
+
+    def _dead_letter(self, batch: RawBatch, i: int, reason: str, text: str) -> BadRecord:
+        return dead_letter(batch, i, self.settings.stage, Reason(reason), text)

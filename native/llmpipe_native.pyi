@@ -1,0 +1,17 @@
+"""Type stubs of the native transform core (see ``gpu_stage/backends/native.py``)."""
+
+from collections.abc import Sequence
+
+class Transform:
+    """The transform compiled for one Avro record schema and one content JSON Schema."""
+
+    def __init__(self, avro_schema: str, content_schema: str, max_record_bytes: int) -> None: ...
+    def run(
+        self,
+        values: list[bytes],
+        keys: list[bytes | None],
+        headers: list[Sequence[tuple[str, bytes | None]]],
+        partitions: bytes,
+        offsets: bytes,
+        timestamps_ms: bytes,
+    ) -> tuple[bytes, bytes, bytes, list[tuple[int, str, str]]]: ...

@@ -1,0 +1,129 @@
+//! The gpu_stage transform in native code: a batch of raw vLLM bodies becomes Avro datums of typed
+//! rows plus dead letters, with exactly the semantics of the Python reference backend
+//! (`gpu_stage/semantics.md`). Python keeps the I/O; this crate only turns bytes into bytes.
+
+pub mod avro;
+pub mod content;
+pub mod created;
+pub mod dump;
+pub mod extract;
+pub mod json;
+mod py;
+
+use avro::{attribute_entries, MetaRow, Plan};
+use content::Validator;
+use extract::{extract, BadBody, INVALID_JSON, INVALID_UTF8, NOT_AN_OBJECT, TOO_LARGE};
+use json::{parse, Value};
+
+/// A compiled transform: the content validator and the Avro write plan.
+pub struct Transform {
+    validator: Validator,
+    plan: Plan,
+    max_record_bytes: usize,
+}
+
+/// One raw record as the transform sees it.
+pub struct RawRecord<'r> {
+    pub value: &'r [u8],
+    pub key: Option<&'r [u8]>,
+    pub latency: Option<&'r [u8]>,
+    pub attributes: Option<&'r [u8]>,
+    pub partition: i64,
+    pub offset: i64,
+    pub timestamp_ms: i64,
+}
+
+/// The encoded good rows and the dead letters of a batch.
+#[derive(Default)]
+pub struct Output {
+    pub buf: Vec<u8>,
+    /// `ends[i]` is where good row `i` ends in `buf` (it starts where row `i - 1` ends).
+    pub ends: Vec<i64>,
+    /// Batch position of each good row.
+    pub positions: Vec<i64>,
+    /// `(batch position, reason, text)` of each dead letter.
+    pub bad: Vec<(usize, &'static str, String)>,
+}
+
+impl Transform {
+    /// Compile the content JSON Schema and bind the Avro record schema's fields.
+    pub fn new(avro_schema: &str, content_schema: &str, max_record_bytes: usize) -> Result<Transform, String> {
+        let validator = Validator::compile(content_schema)?;
+        let plan = Plan::new(avro_schema, &validator)?;
+        Ok(Transform { validator, plan, max_record_bytes })
+    }
+
+    /// Transform records in batch order.
+    pub fn run<'r>(&self, records: impl Iterator<Item = RawRecord<'r>>) -> Output {
+        let mut out = Output::default();
+        let mut attributes = AttributeCache::default();
+        for (i, record) in records.enumerate() {
+            let obj = match self.body(record.value) {
+                Ok(obj) => obj,
+                Err(bad) => {
+                    out.bad.push((i, bad.reason, bad.text));
+                    continue;
+                }
+            };
+            match extract(&obj, &self.validator) {
+                Err(bad) => out.bad.push((i, bad.reason, bad.text)),
+                Ok(row) => {
+                    let request_id = record.key.map(String::from_utf8_lossy);
+                    let meta = MetaRow {
+                        request_id: request_id.as_deref(),
+                        latency_ms: latency_ms(record.latency),
+                        attributes: attributes.get(record.attributes),
+                        raw_partition: record.partition,
+                        raw_offset: record.offset,
+                        ingest_ts: (record.timestamp_ms >= 0).then_some(record.timestamp_ms),
+                    };
+                    self.plan.write(&mut out.buf, &row, &meta);
+                    out.ends.push(out.buf.len() as i64);
+                    out.positions.push(i as i64);
+                }
+            }
+        }
+        out
+    }
+
+    /// Record-level checks 1–3 of semantics §1 (size, strict JSON, top-level object).
+    fn body<'r>(&self, value: &'r [u8]) -> Result<json::Obj<'r>, BadBody> {
+        if value.len() > self.max_record_bytes {
+            return Err(BadBody::new(TOO_LARGE, "body larger than max_record_bytes"));
+        }
+        let Ok(text) = std::str::from_utf8(value) else {
+            return Err(BadBody::new(INVALID_UTF8, "body is not valid UTF-8"));
+        };
+        match parse(text) {
+            Err(_) => Err(BadBody::new(INVALID_JSON, "body is not valid JSON")),
+            Ok(Value::Obj(obj)) => Ok(obj),
+            Ok(_) => Err(BadBody::new(NOT_AN_OBJECT, "top-level JSON value is not an object")),
+        }
+    }
+}
+
+/// `latency.ms`: ASCII decimal digits, at most 18 of them, else null.
+fn latency_ms(value: Option<&[u8]>) -> Option<i64> {
+    let v = value?;
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
+}
+
+/// Header values repeat across a batch (one connector, few experiments): parse each distinct one once.
+#[derive(Default)]
+struct AttributeCache {
+    last: Option<(Vec<u8>, Option<Vec<(String, String)>>)>,
+}
+
+impl AttributeCache {
+    fn get(&mut self, value: Option<&[u8]>) -> Option<&[(String, String)]> {
+        let value = value?;
+        let hit = matches!(&self.last, Some((raw, _)) if raw.as_slice() == value);
+        if !hit {
+            self.last = Some((value.to_vec(), attribute_entries(value)));
+        }
+        self.last.as_ref().and_then(|(_, entries)| entries.as_deref())
+    }
+}

@@ -1,0 +1,126 @@
+//! The Python module `llmpipe_native`: one class, `Transform`, whose `run` takes a batch's columns
+//! and returns the encoded buffer, row ends, row positions and dead letters.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::RawRecord;
+
+const LATENCY_MS: &str = "latency.ms";
+const ATTRIBUTES: &str = "attributes";
+
+#[pyclass(frozen, name = "Transform", module = "llmpipe_native")]
+struct PyTransform {
+    inner: crate::Transform,
+}
+
+/// The owned Python objects a record's slices borrow from.
+struct Held<'py> {
+    value: Bound<'py, PyBytes>,
+    key: Option<Bound<'py, PyBytes>>,
+    latency: Option<Bound<'py, PyBytes>>,
+    attributes: Option<Bound<'py, PyBytes>>,
+}
+
+fn optional_bytes<'py>(item: Bound<'py, PyAny>, what: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    if item.is_none() {
+        return Ok(None);
+    }
+    item.cast_into::<PyBytes>().map(Some).map_err(|_| PyTypeError::new_err(format!("{what} must be bytes or None")))
+}
+
+/// The last `latency.ms` and `attributes` values among one record's `(name, value)` headers.
+fn scan_headers<'py>(headers: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>)> {
+    let (mut latency, mut attributes) = (None, None);
+    for header in headers.try_iter()? {
+        let header = header?;
+        let pair = header.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("a header must be a (name, value) tuple"))?;
+        let name = pair.get_item(0)?;
+        let name = name.cast::<PyString>().map_err(|_| PyTypeError::new_err("a header name must be str"))?;
+        let name = name.to_str()?;
+        if name == LATENCY_MS {
+            latency = optional_bytes(pair.get_item(1)?, "a header value")?;
+        } else if name == ATTRIBUTES {
+            attributes = optional_bytes(pair.get_item(1)?, "a header value")?;
+        }
+    }
+    Ok((latency, attributes))
+}
+
+fn int64s(raw: &[u8], n: usize, what: &str) -> PyResult<Vec<i64>> {
+    if raw.len() != n * 8 {
+        return Err(PyValueError::new_err(format!("{what}: expected {n} int64 values")));
+    }
+    Ok(raw.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
+fn int64_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
+    let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    PyBytes::new(py, &raw)
+}
+
+type RunResult<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyList>);
+
+#[pymethods]
+impl PyTransform {
+    /// Compile the transform for one Avro record schema and content JSON Schema (both JSON text).
+    #[new]
+    fn new(avro_schema: &str, content_schema: &str, max_record_bytes: usize) -> PyResult<Self> {
+        crate::Transform::new(avro_schema, content_schema, max_record_bytes)
+            .map(|inner| PyTransform { inner })
+            .map_err(PyValueError::new_err)
+    }
+
+    /// Transform one batch. `values`, `keys` and `headers` are lists; `partitions`, `offsets` and
+    /// `timestamps_ms` are little-endian int64 buffers. Returns `(buf, ends, positions, bad)`:
+    /// the encoded rows, each row's end in `buf` and batch position (int64 buffers), and
+    /// `(position, reason, text)` for each dead letter.
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+        keys: &Bound<'py, PyList>,
+        headers: &Bound<'py, PyList>,
+        partitions: &[u8],
+        offsets: &[u8],
+        timestamps_ms: &[u8],
+    ) -> PyResult<RunResult<'py>> {
+        let n = values.len();
+        if keys.len() != n || headers.len() != n {
+            return Err(PyValueError::new_err("values, keys and headers differ in length"));
+        }
+        let partitions = int64s(partitions, n, "partitions")?;
+        let offsets = int64s(offsets, n, "offsets")?;
+        let timestamps = int64s(timestamps_ms, n, "timestamps_ms")?;
+        let mut held = Vec::with_capacity(n);
+        for i in 0..n {
+            let value = values.get_item(i)?.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("a value must be bytes"))?;
+            let key = optional_bytes(keys.get_item(i)?, "a key")?;
+            let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
+            held.push(Held { value, key, latency, attributes });
+        }
+        let records = held.iter().enumerate().map(|(i, h)| RawRecord {
+            value: h.value.as_bytes(),
+            key: h.key.as_ref().map(|k| k.as_bytes()),
+            latency: h.latency.as_ref().map(|v| v.as_bytes()),
+            attributes: h.attributes.as_ref().map(|v| v.as_bytes()),
+            partition: partitions[i],
+            offset: offsets[i],
+            timestamp_ms: timestamps[i],
+        });
+        let out = self.inner.run(records);
+        let bad = PyList::empty(py);
+        for (i, reason, text) in out.bad {
+            bad.append((i, reason, text))?;
+        }
+        Ok((PyBytes::new(py, &out.buf), int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
+    }
+}
+
+#[pymodule]
+fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTransform>()?;
+    Ok(())
+}
