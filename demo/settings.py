@@ -34,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
                help="a real vLLM chat completions URL; without it the simulator is started")
     env_option(p, "--bootstrap", "DEMO_BOOTSTRAP",
                help="an existing Kafka; without it a fresh local broker is started in --dir")
-    env_option(p, "--backend", "DEMO_BACKEND", default="auto", choices=["auto", "gpu", "cpu"],
+    env_option(p, "--backend", "DEMO_BACKEND", default="auto", choices=["auto", "gpu", "cpu", "reference"],
                help="gpu_stage backend")
     env_option(p, "--timeout-s", "DEMO_TIMEOUT_S", default=900.0, type=float, help="give up after this long")
     env_option(p, "--seed", "DEMO_SEED", default=7, type=int, help="prompt set and simulator seed")
