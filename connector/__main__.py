@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import start_http_server
 
+from connector import records
 from connector import settings as config
 from connector.engine import Engine, EngineOptions, Stats
 from connector.http import Caller, make_client
@@ -36,10 +37,22 @@ def _source_factory(s: config.ConnectorSettings) -> Callable[[Callable[[list[Par
     return make
 
 
+# Kafka's default topic limit (``max.message.bytes``); topics the connector creates get more only
+# when --max-record-bytes needs it, never less (the DLQ topic is shared with gpu_stage).
+_TOPIC_DEFAULT_MAX_BYTES = 1_048_588
+
+
 def _producer_factory(s: config.ConnectorSettings) -> Callable[[], kafka_io.TransactionalProducer]:
     def make() -> kafka_io.TransactionalProducer:
+        # The engine sizes every record against max_record_bytes first, so the producer never refuses one.
         return kafka_io.TransactionalProducer(
-            s.kafka, s.transactional_id, {"linger.ms": 20, "queue.buffering.max.messages": 200000}
+            s.kafka,
+            s.transactional_id,
+            {
+                "linger.ms": 20,
+                "queue.buffering.max.messages": 200000,
+                "message.max.bytes": s.max_record_bytes + records.RECORD_OVERHEAD,
+            },
         )
 
     return make
@@ -59,12 +72,15 @@ def engine_options(s: config.ConnectorSettings) -> EngineOptions:
         commit_interval_s=s.commit_interval_s,
         max_txn_records=s.max_txn_records,
         drain_timeout_s=s.drain_timeout_s,
+        max_record_bytes=s.max_record_bytes,
     )
 
 
 async def run(s: config.ConnectorSettings, metrics: ConnectorMetrics) -> Stats:
     """Run one engine until end of input or a termination signal."""
-    kafka_io.create_topics(s.kafka, {s.raw_topic: 1, s.dlq_topic: 1})
+    topic_bytes = s.max_record_bytes + records.RECORD_OVERHEAD
+    topic_config = {"max.message.bytes": str(topic_bytes)} if topic_bytes > _TOPIC_DEFAULT_MAX_BYTES else None
+    kafka_io.create_topics(s.kafka, {s.raw_topic: 1, s.dlq_topic: 1}, topic_config)
     async with make_client(s.http) as client:
         engine = Engine(
             engine_options(s),

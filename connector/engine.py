@@ -52,6 +52,7 @@ class EngineOptions:
     max_txn_records: int = 5000
     drain_timeout_s: float = 30.0
     poll_batch: int = 500
+    max_record_bytes: int = records.MAX_RECORD_BYTES
 
 
 @dataclass(slots=True)
@@ -186,7 +187,8 @@ class Engine:
         origin = records.Origin(item.partition[0], item.partition[1], item.offset, item.value)
         parsed = parse(item.value, self.options.body)
         if isinstance(parsed, Rejected):
-            self._complete(tracker, item.offset, records.rejected_record(self.options.dlq_topic, origin, parsed))
+            rejected = records.rejected_record(self.options.dlq_topic, origin, parsed, self.options.max_record_bytes)
+            self._complete(tracker, item.offset, rejected)
             return
         await self._slots.acquire()
         task = asyncio.create_task(self._call(tracker, origin, parsed))
@@ -205,10 +207,19 @@ class Engine:
         self._complete(tracker, origin.offset, self._output(origin, request, result))
 
     def _output(self, origin: records.Origin, request: Request, result: Reply | Failure) -> records.Out:
+        """The record for a finished call; a reply too large for one Kafka record is a dead letter.
+
+        The size is checked here, not left to the producer: a record the producer or broker refuses
+        would fail its transaction on every retry and stop all progress behind it.
+        """
+        limit = self.options.max_record_bytes
         if isinstance(result, Failure):
-            return records.failed_record(self.options.dlq_topic, origin, request, result)
+            return records.failed_record(self.options.dlq_topic, origin, request, result, limit)
+        raw = records.raw_record(self.options.raw_topic, self.options.endpoint, request, result)
+        if not records.fits(raw, limit):
+            return records.too_large_record(self.options.dlq_topic, origin, request, raw, limit)
         self._count_tokens(result.body)
-        return records.raw_record(self.options.raw_topic, self.options.endpoint, request, result)
+        return raw
 
     def _count_tokens(self, body: bytes) -> None:
         try:

@@ -37,6 +37,7 @@ class ConnectorSettings:
     max_txn_records: int
     drain_timeout_s: float
     max_request_bytes: int
+    max_record_bytes: int
     json_schema: dict[str, Any] | None
     schema_name: str
     metrics_port: int | None
@@ -97,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(flow, "--max-txn-records", default=5000, type=int, help="records per transaction")
     _opt(flow, "--drain-timeout-s", default=30.0, type=float, help="on SIGTERM, wait this long for calls")
     _opt(flow, "--max-request-bytes", default=1_000_000, type=int, help="larger input lines → DLQ too_large")
+    _opt(
+        flow,
+        "--max-record-bytes",
+        default=1_000_000,
+        type=int,
+        help="largest raw/DLQ record (body + key + headers); larger replies → DLQ too_large",
+    )
     _opt(p, "--metrics-port", type=int, help="serve Prometheus metrics on this port")
     _opt(p, "--metrics-host", default="127.0.0.1", help="address the metrics server binds (0.0.0.0 in containers)")
     _opt(p, "--log-level", default="INFO", help="logging level")
@@ -155,6 +163,7 @@ def from_args(args: argparse.Namespace) -> ConnectorSettings:
         max_txn_records=args.max_txn_records,
         drain_timeout_s=args.drain_timeout_s,
         max_request_bytes=args.max_request_bytes,
+        max_record_bytes=args.max_record_bytes,
         json_schema=_schema(args.json_schema),
         schema_name=args.schema_name,
         metrics_port=args.metrics_port,
