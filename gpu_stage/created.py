@@ -14,7 +14,9 @@ from typing import Any
 
 INT64_MAX = 2**63 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))", re.ASCII)
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:(Z)|([+-])(\d{2}):(\d{2}))", re.ASCII
+)
 
 
 class CreatedError(ValueError):

@@ -300,23 +300,39 @@ fn compile_property(name: &str, prop: &Value<'_>) -> Result<Property, String> {
     Ok(Property { name: name.into(), kind, array: false, enumeration, minimum: bound("minimum")?, maximum: bound("maximum")? })
 }
 
-const JSON_WS: &[char] = &[' ', '\t', '\n', '\r'];
 const FENCE: &str = "```";
+
+fn is_json_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// `s` without leading JSON whitespace (ASCII bytes, so slicing stays on char boundaries).
+fn trim_start_ws(s: &str) -> &str {
+    let skip = s.bytes().take_while(|b| is_json_ws(*b)).count();
+    &s[skip..]
+}
+
+/// `s` without trailing JSON whitespace.
+fn trim_end_ws(s: &str) -> &str {
+    let keep = s.len() - s.bytes().rev().take_while(|b| is_json_ws(*b)).count();
+    &s[..keep]
+}
 
 /// The JSON text inside `text` if it looks like JSON (after fence stripping), else None (prose).
 pub fn json_candidate(text: &str) -> Option<&str> {
-    let mut body = text.trim_matches(JSON_WS);
-    if body.starts_with(FENCE) {
-        body = match body.find('\n') {
-            None => "",
-            Some(nl) => &body[nl + 1..],
-        };
-        body = body.trim_end_matches(JSON_WS);
-        if let Some(inner) = body.strip_suffix(FENCE) {
-            body = inner;
-        }
-        body = body.trim_matches(JSON_WS);
+    let mut body = trim_start_ws(text);
+    if !body.starts_with(FENCE) {
+        return matches!(body.as_bytes().first(), Some(b'{' | b'[')).then(|| trim_end_ws(body));
     }
+    body = match body.find('\n') {
+        None => "",
+        Some(nl) => &body[nl + 1..],
+    };
+    body = trim_end_ws(body);
+    if let Some(inner) = body.strip_suffix(FENCE) {
+        body = inner;
+    }
+    body = trim_end_ws(trim_start_ws(body));
     matches!(body.as_bytes().first(), Some(b'{' | b'[')).then_some(body)
 }
 

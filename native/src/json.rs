@@ -186,6 +186,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Parsed<Cow<'a, str>> {
         self.pos += 1;
         let start = self.pos;
+        self.skip_plain();
         loop {
             let b = *self.bytes.get(self.pos).ok_or(ParseError)?;
             match b {
@@ -221,6 +222,23 @@ impl<'a> Reader<'a> {
                     out.push_str(&self.text[run..self.pos]);
                 }
             }
+        }
+    }
+
+    /// Skip whole 8-byte words that hold no `"`, no `\\` and no control character.
+    fn skip_plain(&mut self) {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
+            let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            let special = has_zero(w ^ (ONES * u64::from(b'"')))
+                | has_zero(w ^ (ONES * u64::from(b'\\')))
+                | (w.wrapping_sub(ONES * 0x20) & !w & HIGH);
+            if special != 0 {
+                return;
+            }
+            self.pos += 8;
         }
     }
 

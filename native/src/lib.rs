@@ -54,8 +54,20 @@ impl Transform {
     }
 
     /// Transform records in batch order.
-    pub fn run<'r>(&self, records: impl Iterator<Item = RawRecord<'r>>) -> Output {
-        let mut out = Output::default();
+    /// `buf` is a scratch buffer the caller may keep between batches (it is cleared first), so a
+    /// long-running worker does not fault in fresh pages for every batch.
+    pub fn run<'r>(
+        &self,
+        records: impl ExactSizeIterator<Item = RawRecord<'r>>,
+        input_bytes: usize,
+        buf: Vec<u8>,
+    ) -> Output {
+        let mut out = Output { buf, ..Output::default() };
+        out.buf.clear();
+        // Rows are mostly the body's strings re-framed: reserving the input size avoids regrowth.
+        out.buf.reserve(input_bytes + input_bytes / 4);
+        out.ends.reserve(records.len());
+        out.positions.reserve(records.len());
         let mut attributes = AttributeCache::default();
         for (i, record) in records.enumerate() {
             let obj = match self.body(record.value) {

@@ -1,6 +1,8 @@
 //! The Python module `llmpipe_native`: one class, `Transform`, whose `run` takes a batch's columns
 //! and returns the encoded buffer, row ends, row positions and dead letters.
 
+use std::sync::Mutex;
+
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -13,6 +15,8 @@ const ATTRIBUTES: &str = "attributes";
 #[pyclass(frozen, name = "Transform", module = "llmpipe_native")]
 struct PyTransform {
     inner: crate::Transform,
+    /// The output buffer, kept between batches (see `Transform::run`).
+    scratch: Mutex<Vec<u8>>,
 }
 
 /// The owned Python objects a record's slices borrow from.
@@ -68,7 +72,7 @@ impl PyTransform {
     #[new]
     fn new(avro_schema: &str, content_schema: &str, max_record_bytes: usize) -> PyResult<Self> {
         crate::Transform::new(avro_schema, content_schema, max_record_bytes)
-            .map(|inner| PyTransform { inner })
+            .map(|inner| PyTransform { inner, scratch: Mutex::new(Vec::new()) })
             .map_err(PyValueError::new_err)
     }
 
@@ -101,6 +105,7 @@ impl PyTransform {
             let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
             held.push(Held { value, key, latency, attributes });
         }
+        let input_bytes = held.iter().map(|h| h.value.as_bytes().len()).sum();
         let records = held.iter().enumerate().map(|(i, h)| RawRecord {
             value: h.value.as_bytes(),
             key: h.key.as_ref().map(|k| k.as_bytes()),
@@ -110,12 +115,15 @@ impl PyTransform {
             offset: offsets[i],
             timestamp_ms: timestamps[i],
         });
-        let out = self.inner.run(records);
+        let scratch = std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
+        let out = self.inner.run(records, input_bytes, scratch);
         let bad = PyList::empty(py);
         for (i, reason, text) in out.bad {
             bad.append((i, reason, text))?;
         }
-        Ok((PyBytes::new(py, &out.buf), int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
+        let buf = PyBytes::new(py, &out.buf);
+        *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
+        Ok((buf, int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
     }
 }
 

@@ -15,11 +15,12 @@ from llmpipe.record import TypedRecord
 GOOD = b'{"id":"a","object":"chat.completion","created":1,"choices":[]}'
 
 
-BACKENDS: dict[str, type[ReferenceBackend] | type[NativeBackend]] = {"reference": ReferenceBackend, "cpu": NativeBackend}
+MakeBackend = type[ReferenceBackend] | type[NativeBackend]
+BACKENDS: dict[str, MakeBackend] = {"reference": ReferenceBackend, "cpu": NativeBackend}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
-def make(request: pytest.FixtureRequest) -> type[ReferenceBackend] | type[NativeBackend]:
+def make(request: pytest.FixtureRequest) -> MakeBackend:
     """Each CPU backend's class, so every test below runs against both."""
     return BACKENDS[request.param]
 
@@ -31,7 +32,7 @@ def test_backends_satisfy_the_protocol() -> None:
         assert backend.name == name
 
 
-def test_empty_batch(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
+def test_empty_batch(make: MakeBackend) -> None:
     result = make().parse(RawBatch.of_values([]))
     assert len(result) == 0
     assert result.encoded.buf == b""
@@ -40,7 +41,7 @@ def test_empty_batch(make: type[ReferenceBackend] | type[NativeBackend]) -> None
     assert result.bad == []
 
 
-def test_all_bad_batch(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
+def test_all_bad_batch(make: MakeBackend) -> None:
     values = [b"", b"[]", b"\xff", b'{"error":{"code":500}}']
     result = make().parse(RawBatch.of_values(values, partition=2, first_offset=10))
     assert len(result.encoded) == 0
@@ -54,7 +55,7 @@ def test_all_bad_batch(make: type[ReferenceBackend] | type[NativeBackend]) -> No
     assert [(b.partition, b.offset, b.raw) for b in result.bad] == [(2, 10 + i, v) for i, v in enumerate(values)]
 
 
-def test_good_rows_keep_batch_positions_and_offsets_are_contiguous(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
+def test_good_rows_keep_batch_positions_and_offsets_are_contiguous(make: MakeBackend) -> None:
     values = [b"x", GOOD, b"y", GOOD, GOOD]
     batch = RawBatch(
         values=values,
@@ -75,7 +76,7 @@ def test_good_rows_keep_batch_positions_and_offsets_are_contiguous(make: type[Re
     assert encoded.value(1) != encoded.value(2)
 
 
-def test_size_limit_is_inclusive(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
+def test_size_limit_is_inclusive(make: MakeBackend) -> None:
     settings = TransformSettings(record=TypedRecord.from_file(), max_record_bytes=len(GOOD))
     result = make(settings).parse(RawBatch.of_values([GOOD, GOOD + b" "]))
     assert result.encoded.rows.tolist() == [0]
@@ -87,7 +88,7 @@ def test_ragged_batch_is_rejected() -> None:
         RawBatch(values=[GOOD], keys=[], headers=[[]], topic="t", partitions=[0], offsets=[0], timestamps_ms=[0])
 
 
-def test_synthetic_bodies_are_deterministic_and_all_accounted_for(make: type[ReferenceBackend] | type[NativeBackend]) -> None:
+def test_synthetic_bodies_are_deterministic_and_all_accounted_for(make: MakeBackend) -> None:
     from gpu_stage.synth import batch, bodies
 
     values = bodies(300)
