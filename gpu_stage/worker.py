@@ -49,6 +49,16 @@ class Totals:
     batches: int = 0
     aborts: int = 0
     started: float = field(default_factory=time.monotonic)
+    first_input_at: float | None = None
+    """Wall-clock time (epoch s) the first input record arrived: start of the busy span."""
+    last_commit_at: float | None = None
+    """Wall-clock time (epoch s) of the last committed batch: end of the busy span."""
+
+    def busy_rate(self) -> float:
+        """Input records per second from the first input record to the last commit (0 before both)."""
+        if self.first_input_at is None or self.last_commit_at is None:
+            return 0.0
+        return self.records_in / max(self.last_commit_at - self.first_input_at, 1e-9)
 
 
 class Worker:
@@ -109,6 +119,7 @@ class Worker:
                     self._progress()
                     last_progress = time.monotonic()
             self._progress()
+            self._summary()
         finally:
             self.consumer.close()
         return 0
@@ -139,6 +150,8 @@ class Worker:
             if remaining <= 0:
                 break
             got = self.consumer.consume(min(10_000, s.batch_records - len(self._buffer)), remaining)
+            if got and self.totals.first_input_at is None:
+                self.totals.first_input_at = time.time()
             self._buffer.extend(got)
             size += sum(len(m.value or b"") for m in got)
         batch, self._buffer = self._buffer, []
@@ -228,6 +241,7 @@ class Worker:
 
     def _account(self, messages: list[Message], result: ParseResult, started: float) -> None:
         t = self.totals
+        t.last_commit_at = time.time()
         t.batches += 1
         t.records_in += len(messages)
         t.typed += len(result.encoded)
@@ -242,7 +256,7 @@ class Worker:
     def _progress(self) -> None:
         t = self.totals
         elapsed = max(time.monotonic() - t.started, 1e-9)
-        for (topic, part), lag in self.consumer.lag().items():
+        for (topic, part), lag in self.consumer.lag(cached=True).items():
             metrics.LAG.labels(topic, str(part)).set(lag)
         log.info(
             "batches=%d in=%d typed=%d dlq=%d aborts=%d rate=%.0f rec/s backend=%s",
@@ -252,6 +266,24 @@ class Worker:
             t.dead,
             t.aborts,
             t.records_in / elapsed,
+            self.backend.name,
+        )
+
+
+    def _summary(self) -> None:
+        """One closing line with the busy span, so runs can be compared without scraping metrics."""
+        t = self.totals
+        log.info(
+            "summary: in=%d typed=%d dlq=%d batches=%d aborts=%d first_input_at=%.3f last_commit_at=%.3f "
+            "busy_rate=%.0f rec/s backend=%s",
+            t.records_in,
+            t.typed,
+            t.dead,
+            t.batches,
+            t.aborts,
+            t.first_input_at or 0.0,
+            t.last_commit_at or 0.0,
+            t.busy_rate(),
             self.backend.name,
         )
 
