@@ -133,6 +133,8 @@ class Worker:
         """
         if self.settings.exit_when_idle_s is None:
             return True
+        if any(self.consumer.lag(cached=True).values()):
+            return False  # our own partitions still hold records: no need to ask the broker
         lag = self.consumer.lag([self.settings.raw_topic])
         return bool(lag) and not any(lag.values())
 

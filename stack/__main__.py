@@ -25,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     env_option(parser, "--port", "STACK_KAFKA_PORT", default=19092, type=int, help="broker client port")
     env_option(parser, "--topics", "STACK_TOPICS", default=DEFAULT_TOPICS,
                help="topics to create on up, as name:partitions,…")
+    env_option(parser, "--heap-mb", "STACK_KAFKA_HEAP_MB", default=512, type=int, help="broker JVM heap")
+    parser.add_argument("--full-jit", action="store_true",
+                        help="let the broker's JVM optimize fully (throughput runs; slower start)")
     parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
     return parser
 
@@ -53,8 +56,10 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return 0
     if args.command == "up":
         started = time.monotonic()
-        run = broker.start(root, args.port)
-        create_topics(KafkaSettings(bootstrap=run.bootstrap()), _topics(args.topics))
+        run = broker.start(root, args.port, heap_mb=args.heap_mb, full_jit=args.full_jit)
+        topics = _topics(args.topics)
+        if topics:
+            create_topics(KafkaSettings(bootstrap=run.bootstrap()), topics)
         print(f"kafka up at {run.bootstrap()} pid={run.pid()} in {time.monotonic() - started:.1f}s")
         return 0
     if args.command == "down":

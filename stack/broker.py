@@ -122,9 +122,19 @@ def new_cluster_id() -> str:
 
 
 def start(
-    root: Path, port: int | None = None, timeout_s: float = 90.0, heap_mb: int = 512, cluster_id: str | None = None
+    root: Path,
+    port: int | None = None,
+    timeout_s: float = 90.0,
+    heap_mb: int = 512,
+    cluster_id: str | None = None,
+    *,
+    full_jit: bool = False,
 ) -> BrokerDir:
-    """Format storage (first time only) and start a broker in ``root``; return once it serves requests."""
+    """Format storage (first time only) and start a broker in ``root``; return once it serves requests.
+
+    By default the JVM stops at the quick compiler (tests and demos start many short-lived brokers);
+    ``full_jit`` lets it optimize fully, for throughput runs.
+    """
     run = BrokerDir(root)
     if run.pid() is not None:
         return run
@@ -136,7 +146,7 @@ def start(
     jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]
     if not (root / "data" / "meta.properties").exists():
         _format(jvm, classpath, config, cluster_id or new_cluster_id())
-    heap = [f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1"]
+    heap = [f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", *([] if full_jit else ["-XX:TieredStopAtLevel=1"])]
     with open(root / "logs" / "stdout.log", "ab") as out:
         proc = subprocess.Popen([*jvm, *heap, "-cp", classpath, "kafka.Kafka", str(config)],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# raw -> typed through a broker on this host: the native CPU backend and the GPU backend, each with
+# several worker processes in one group (python -m bench.e2e_worker), keys checked exactly once.
+# Usage: bench/e2e_host.sh OUTDIR [RECORDS]   (Java 17+ via JAVA_HOME or PATH; jars fetched or cached)
+# CPU_WORKERS and GPU_WORKERS (default 12 and 8) set the worker processes; 0 skips that backend.
+set -uo pipefail
+out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
+records=${2:-2000000}
+mkdir -p "$out"
+stack_dir="$out/stack"
+python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --topics "" >> "$out/e2e.log" 2>&1 || {
+    tail -20 "$out/e2e.log"; exit 1; }
+status=0
+run() {
+    python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" "$@" \
+        >> "$out/e2e.log" 2>&1 || status=1
+}
+host=${E2E_HOST_NAME:-h200}
+if [ "${CPU_WORKERS:-12}" -gt 0 ]; then
+    run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --out "$out/e2e-$host-cpu.json"
+fi
+if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
+    run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --out "$out/e2e-$host-gpu.json"
+fi
+python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1
+grep -h "records/s" "$out/e2e.log"
+exit $status
