@@ -8,7 +8,7 @@ out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
 records=${2:-2000000}
 mkdir -p "$out"
 stack_dir="$out/stack"
-python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --topics "" >> "$out/e2e.log" 2>&1 || {
+python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --rebalance-delay-ms 3000 --topics "" >> "$out/e2e.log" 2>&1 || {
     tail -20 "$out/e2e.log"; exit 1; }
 status=0
 run() {

@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     env_option(parser, "--heap-mb", "STACK_KAFKA_HEAP_MB", default=512, type=int, help="broker JVM heap")
     parser.add_argument("--full-jit", action="store_true",
                         help="let the broker's JVM optimize fully (throughput runs; slower start)")
+    parser.add_argument("--rebalance-delay-ms", type=int, default=0,
+                        help="group.initial.rebalance.delay.ms (0 for tests; Kafka's default is 3000)")
     parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
     return parser
 
@@ -56,7 +58,8 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         return 0
     if args.command == "up":
         started = time.monotonic()
-        run = broker.start(root, args.port, heap_mb=args.heap_mb, full_jit=args.full_jit)
+        run = broker.start(root, args.port, heap_mb=args.heap_mb, full_jit=args.full_jit,
+                           rebalance_delay_ms=args.rebalance_delay_ms)
         topics = _topics(args.topics)
         if topics:
             create_topics(KafkaSettings(bootstrap=run.bootstrap()), topics)

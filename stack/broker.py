@@ -48,7 +48,7 @@ transaction.state.log.min.isr=1
 transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
+group.initial.rebalance.delay.ms={rebalance_delay_ms}
 auto.create.topics.enable=false
 transaction.max.timeout.ms=3600000
 message.max.bytes=16777216
@@ -129,11 +129,14 @@ def start(
     cluster_id: str | None = None,
     *,
     full_jit: bool = False,
+    rebalance_delay_ms: int = 0,
 ) -> BrokerDir:
     """Format storage (first time only) and start a broker in ``root``; return once it serves requests.
 
-    By default the JVM stops at the quick compiler (tests and demos start many short-lived brokers);
-    ``full_jit`` lets it optimize fully, for throughput runs.
+    By default the JVM stops at the quick compiler and a consumer group's first rebalance is not
+    delayed (tests and demos start many short-lived brokers and groups); ``full_jit`` lets the JVM
+    optimize fully and ``rebalance_delay_ms`` (Kafka's default is 3000) lets a group of many members
+    starting together join in one rebalance, for throughput runs.
     """
     run = BrokerDir(root)
     if run.pid() is not None:
@@ -141,7 +144,9 @@ def start(
     port = port or (int(run.port_file.read_text()) if run.port_file.exists() else free_port())
     (root / "logs").mkdir(parents=True, exist_ok=True)
     config = root / "server.properties"
-    config.write_text(SERVER_PROPERTIES.format(port=port, controller_port=free_port(), data=root / "data"))
+    config.write_text(SERVER_PROPERTIES.format(
+        port=port, controller_port=free_port(), data=root / "data", rebalance_delay_ms=rebalance_delay_ms
+    ))
     classpath = f"{jar_dir('kafka')}/*"
     jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]
     if not (root / "data" / "meta.properties").exists():
