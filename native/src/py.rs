@@ -106,7 +106,7 @@ impl PyTransform {
             held.push(Held { value, key, latency, attributes });
         }
         let input_bytes = held.iter().map(|h| h.value.as_bytes().len()).sum();
-        let records = held.iter().enumerate().map(|(i, h)| RawRecord {
+        let records: Vec<RawRecord<'_>> = held.iter().enumerate().map(|(i, h)| RawRecord {
             value: h.value.as_bytes(),
             key: h.key.as_ref().map(|k| k.as_bytes()),
             latency: h.latency.as_ref().map(|v| v.as_bytes()),
@@ -114,9 +114,12 @@ impl PyTransform {
             partition: partitions[i],
             offset: offsets[i],
             timestamp_ms: timestamps[i],
-        });
+        }).collect();
         let scratch = std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
-        let out = self.inner.run(records, input_bytes, scratch);
+        // The bytes objects are immutable and `held` keeps them alive, so their buffers can be read
+        // without the GIL: other Python threads (metrics, watchdog, a consumer) run meanwhile.
+        let inner = &self.inner;
+        let out = py.detach(move || inner.run(records.into_iter(), input_bytes, scratch));
         let bad = PyList::empty(py);
         for (i, reason, text) in out.bad {
             bad.append((i, reason, text))?;

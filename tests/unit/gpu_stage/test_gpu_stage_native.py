@@ -267,3 +267,18 @@ def test_choose_picks_the_native_core(caplog: pytest.LogCaptureFixture) -> None:
     auto = choose("auto", TransformSettings(), pool_bytes=1 << 20)
     assert auto.name in {"gpu", "cpu"}
     assert any("backend:" in r.getMessage() for r in caplog.records)
+
+
+def test_threads_parse_at_once_with_the_same_result() -> None:
+    """The core reads the batch without the GIL; concurrent calls on one backend stay independent."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpu_stage import synth
+
+    backend = NativeBackend()
+    batches = [synth.batch(synth.bodies(3000), first_offset=i * 3000) for i in range(4)]
+    alone = [backend.parse(b) for b in batches]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        together = list(pool.map(backend.parse, batches * 3))
+    for i, result in enumerate(together):
+        _assert_same(alone[i % len(batches)], result)
