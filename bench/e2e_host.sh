@@ -3,6 +3,7 @@
 # several worker processes in one group (python -m bench.e2e_worker), keys checked exactly once.
 # Usage: bench/e2e_host.sh OUTDIR [RECORDS]   (Java 17+ via JAVA_HOME or PATH; jars fetched or cached)
 # CPU_WORKERS and GPU_WORKERS (default 12 and 8) set the worker processes; 0 skips that backend.
+# LATENCY_RATE (default 200000 records/s, 0 skips it) is the offered load of the latency run.
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
 records=${2:-2000000}
@@ -19,9 +20,16 @@ host=${E2E_HOST_NAME:-h200}
 if [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --out "$out/e2e-$host-cpu.json"
 fi
+# Per-record latency at a fixed offered load (due time -> visible to a read_committed consumer).
+rate=${LATENCY_RATE:-200000}
+if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
+    python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * 10)) --rate "$rate" --producers 4 \
+        --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --batch-records 5000 --batch-wait-ms 20 \
+        --logs "$out/logs" --out "$out/latency-$host-cpu.json" >> "$out/e2e.log" 2>&1 || status=1
+fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --out "$out/e2e-$host-gpu.json"
 fi
 python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1
-grep -h "records/s" "$out/e2e.log"
+grep -h "records/s\|latency ms" "$out/e2e.log"
 exit $status

@@ -63,7 +63,8 @@ def start_workers(args: argparse.Namespace, raw: str, typed_base: str, dlq: str,
             sys.executable, "-m", "gpu_stage", "--bootstrap", args.bootstrap, "--raw-topic", raw,
             "--typed-topic", typed_base, "--dlq-topic", dlq, "--group-id", group,
             "--transactional-id", f"{group}-{k}", "--backend", args.backend,
-            "--batch-records", str(args.batch_records), "--exit-when-idle", str(args.idle_s),
+            "--batch-records", str(args.batch_records), "--batch-wait-ms", str(args.batch_wait_ms),
+            "--exit-when-idle", str(args.idle_s),
             "--gpu-pool-bytes", str(args.gpu_pool_bytes),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "reference"])
     p.add_argument("--batch-records", type=int, default=20_000)
+    p.add_argument("--batch-wait-ms", type=int, default=200, help="workers close a batch after this long")
     p.add_argument("--idle-s", type=float, default=5.0, help="workers exit after this long without input")
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
     p.add_argument("--pool", type=int, default=100_000, help="distinct bodies generated (then cycled)")

@@ -1,0 +1,156 @@
+"""``python -m bench.e2e_latency``: per-record latency through the broker at a fixed offered load.
+
+Paced producer processes offer R records/s of generated raw records (record ``i`` is due at
+``t0 + i / R``); K ``python -m gpu_stage`` workers process them with transactions; a
+``read_committed`` watcher consumes the typed and DLQ topics and takes, for every key, the time from
+its due time to the moment the watcher received it. Latency is measured from the schedule, not from
+the actual send, so a producer that falls behind counts against it (no coordinated omission). The
+keys are then checked exactly once. Not a test: the figures depend on the host and its neighbours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import os
+import platform
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import numpy as np
+import numpy.typing as npt
+
+from bench.e2e_worker import HEADERS, RESULTS, TOPIC_CONFIG, check_keys, start_workers, summaries
+from gpu_stage import synth
+from llmpipe.kafka_io import KafkaSettings, Producer, create_topics, delete_topics
+from llmpipe.record import TypedRecord
+
+log = logging.getLogger("bench.e2e_latency")
+
+
+def pace(bootstrap: str, topic: str, first: int, step: int, records: int, rate: float, t0: float) -> float:
+    """Produce keys ``first, first + step, …`` each at its due time; return the worst lag behind it (s)."""
+    bodies = synth.bodies(10_000)
+    producer = Producer(KafkaSettings(bootstrap=bootstrap), {"linger.ms": 2, "batch.size": 1 << 20})
+    worst = 0.0
+    for i in range(first, records, step):
+        due = t0 + i / rate
+        ahead = due - time.time()
+        if ahead > 0.001:
+            time.sleep(ahead)
+        else:
+            worst = max(worst, -ahead)
+        producer.produce(topic, bodies[i % len(bodies)], f"req-{i:09d}".encode(), HEADERS)
+        producer.poll(0)
+    producer.flush(120)
+    return worst
+
+
+def watch(
+    bootstrap: str, topics: list[str], records: int, rate: float, t0: float, deadline: float
+) -> npt.NDArray[np.float64]:
+    """Latency (ms) of every record the read_committed watcher receives before ``deadline``."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"bench-watch-{uuid.uuid4().hex[:6]}",
+        "isolation.level": "read_committed", "enable.auto.commit": False, "fetch.wait.max.ms": 5,
+    })  # fmt: skip
+    parts = [confluent_kafka.TopicPartition(t, p, confluent_kafka.OFFSET_BEGINNING)
+             for t in topics for p in consumer.list_topics(t, timeout=10).topics[t].partitions]
+    consumer.assign(parts)
+    latencies = np.empty(records, dtype=np.float64)
+    seen = 0
+    try:
+        while seen < records and time.time() < deadline:
+            batch = consumer.consume(10_000, 0.05)
+            now = time.time()
+            for msg in batch:
+                key = msg.key()
+                if msg.error() is None and key is not None and seen < records:
+                    i = int(key[4:])
+                    latencies[seen] = (now - (t0 + i / rate)) * 1000
+                    seen += 1
+    finally:
+        consumer.close()
+    return latencies[:seen]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Start workers, offer the load, watch, check; the result dictionary."""
+    kafka = KafkaSettings(bootstrap=args.bootstrap)
+    tag = uuid.uuid4().hex[:8]
+    raw, typed_base, dlq = f"bench.raw.{tag}", f"bench.typed.{tag}", f"bench.dlq.{tag}"
+    typed = TypedRecord.from_file().versioned_topic(typed_base)
+    create_topics(kafka, {raw: args.partitions, typed: args.partitions, dlq: 1}, TOPIC_CONFIG)
+    logs = args.logs / tag
+    logs.mkdir(parents=True, exist_ok=True)
+    args.idle_s = max(args.idle_s, args.warmup_s + 5)  # nothing arrives during the warm-up
+    try:
+        procs = start_workers(args, raw, typed_base, dlq, logs)
+        t0 = time.time() + args.warmup_s
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(args.producers) as pool:
+            lags = pool.starmap_async(pace, [(args.bootstrap, raw, p, args.producers, args.records, args.rate, t0)
+                                             for p in range(args.producers)])
+            deadline = t0 + args.records / args.rate + args.drain_s
+            latencies = watch(args.bootstrap, [typed, dlq], args.records, args.rate, t0, deadline)
+            worst_lag = max(lags.get(timeout=120))
+        codes = [p.wait() for p, _ in procs]
+        for _, out in procs:
+            out.close()
+        per_worker = summaries(logs, args.workers)
+        check = check_keys(kafka, typed, dlq, args.records)
+    finally:
+        if not args.keep_topics:
+            delete_topics(kafka, [raw, typed, dlq])
+    pct = {f"p{q}": round(float(np.percentile(latencies, q)), 1) for q in (50, 90, 99, 99.9)} if len(latencies) else {}
+    return {
+        "host": platform.node(), "cpus": os.cpu_count(), "backend": args.backend, "workers": args.workers,
+        "partitions": args.partitions, "records": args.records, "offered_per_s": args.rate,
+        "producers": args.producers, "producer_worst_lag_ms": round(worst_lag * 1000, 1),
+        "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
+        "received": len(latencies), "latency_ms": {**pct, "max": round(float(latencies.max()), 1)}
+        if len(latencies) else {}, "exit_codes": codes, "per_worker": per_worker, "check": check,
+        "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run once, print the percentiles, write the JSON result."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    p = argparse.ArgumentParser(prog="python -m bench.e2e_latency", description=__doc__)
+    p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
+    p.add_argument("--records", type=int, default=100_000)
+    p.add_argument("--rate", type=float, default=10_000, help="offered records/s")
+    p.add_argument("--producers", type=int, default=1, help="paced producer processes sharing the rate")
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "reference"])
+    p.add_argument("--batch-records", type=int, default=2_000)
+    p.add_argument("--batch-wait-ms", type=int, default=20)
+    p.add_argument("--idle-s", type=float, default=5.0)
+    p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
+    p.add_argument("--warmup-s", type=float, default=8.0, help="workers start and join before the first send")
+    p.add_argument("--drain-s", type=float, default=30.0, help="how long the watcher waits after the last send")
+    p.add_argument("--logs", type=Path, default=Path(".bench-e2e"))
+    p.add_argument("--keep-topics", action="store_true")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    result = run(args)
+    lat = result["latency_ms"]
+    print(f"{args.records:,} records offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage --backend "
+          f"{args.backend} (batches of {args.batch_records}, {args.batch_wait_ms} ms): latency ms {lat}; "
+          f"received {result['received']:,}; producer worst lag {result['producer_worst_lag_ms']} ms; "
+          f"exactly once: {result['exactly_once']}")
+    out = args.out or RESULTS / f"latency-{result['host'] or 'host'}-{args.backend}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"written {out}")
+    return 0 if result["exactly_once"] and not any(result["exit_codes"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
