@@ -14,8 +14,6 @@ import argparse
 import json
 import logging
 import multiprocessing
-import os
-import platform
 import time
 import uuid
 from pathlib import Path
@@ -25,10 +23,19 @@ import confluent_kafka
 import numpy as np
 import numpy.typing as npt
 
-from bench.e2e_worker import HEADERS, RESULTS, TOPIC_CONFIG, check_keys, start_workers, summaries
+from bench.e2e_worker import (
+    HEADERS,
+    RESULTS,
+    add_run_options,
+    check_keys,
+    common_result,
+    fresh_topics,
+    start_workers,
+    summaries,
+    wait_workers,
+)
 from gpu_stage import synth
-from llmpipe.kafka_io import KafkaSettings, Producer, create_topics, delete_topics
-from llmpipe.record import TypedRecord
+from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
 
 log = logging.getLogger("bench.e2e_latency")
 
@@ -82,40 +89,30 @@ def watch(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start workers, offer the load, watch, check; the result dictionary."""
     kafka = KafkaSettings(bootstrap=args.bootstrap)
-    tag = uuid.uuid4().hex[:8]
-    raw, typed_base, dlq = f"bench.raw.{tag}", f"bench.typed.{tag}", f"bench.dlq.{tag}"
-    typed = TypedRecord.from_file().versioned_topic(typed_base)
-    create_topics(kafka, {raw: args.partitions, typed: args.partitions, dlq: 1}, TOPIC_CONFIG)
-    logs = args.logs / tag
-    logs.mkdir(parents=True, exist_ok=True)
+    topics = fresh_topics(kafka, args, with_raw=True)
     args.idle_s = max(args.idle_s, args.warmup_s + 5)  # nothing arrives during the warm-up
     try:
-        procs = start_workers(args, raw, typed_base, dlq, logs)
+        procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
         t0 = time.time() + args.warmup_s
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(args.producers) as pool:
-            lags = pool.starmap_async(pace, [(args.bootstrap, raw, p, args.producers, args.records, args.rate, t0)
-                                             for p in range(args.producers)])
+            lags = pool.starmap_async(pace, [(args.bootstrap, topics.raw, p, args.producers, args.records,
+                                              args.rate, t0) for p in range(args.producers)])
             deadline = t0 + args.records / args.rate + args.drain_s
-            latencies = watch(args.bootstrap, [typed, dlq], args.records, args.rate, t0, deadline)
+            latencies = watch(args.bootstrap, [topics.typed, topics.dlq], args.records, args.rate, t0, deadline)
             worst_lag = max(lags.get(timeout=120))
-        codes = [p.wait() for p, _ in procs]
-        for _, out in procs:
-            out.close()
-        per_worker = summaries(logs, args.workers)
-        check = check_keys(kafka, typed, dlq, args.records)
+        codes = wait_workers(procs)
+        per_worker = summaries(topics.logs, args.workers)
+        check = check_keys(kafka, topics.typed, topics.dlq, args.records)
     finally:
         if not args.keep_topics:
-            delete_topics(kafka, [raw, typed, dlq])
+            delete_topics(kafka, topics.all())
     pct = {f"p{q}": round(float(np.percentile(latencies, q)), 1) for q in (50, 90, 99, 99.9)} if len(latencies) else {}
     return {
-        "host": platform.node(), "cpus": os.cpu_count(), "backend": args.backend, "workers": args.workers,
-        "partitions": args.partitions, "records": args.records, "offered_per_s": args.rate,
+        **common_result(args, codes, per_worker, check), "offered_per_s": args.rate,
         "producers": args.producers, "producer_worst_lag_ms": round(worst_lag * 1000, 1),
-        "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
         "received": len(latencies), "latency_ms": {**pct, "max": round(float(latencies.max()), 1)}
-        if len(latencies) else {}, "exit_codes": codes, "per_worker": per_worker, "check": check,
-        "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
+        if len(latencies) else {},
     }  # fmt: skip
 
 
@@ -123,21 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run once, print the percentiles, write the JSON result."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     p = argparse.ArgumentParser(prog="python -m bench.e2e_latency", description=__doc__)
-    p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
-    p.add_argument("--records", type=int, default=100_000)
+    add_run_options(p, records=100_000, batch_records=2_000, batch_wait_ms=20)
     p.add_argument("--rate", type=float, default=10_000, help="offered records/s")
     p.add_argument("--producers", type=int, default=1, help="paced producer processes sharing the rate")
-    p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "reference"])
-    p.add_argument("--batch-records", type=int, default=2_000)
-    p.add_argument("--batch-wait-ms", type=int, default=20)
-    p.add_argument("--idle-s", type=float, default=5.0)
-    p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
     p.add_argument("--warmup-s", type=float, default=8.0, help="workers start and join before the first send")
     p.add_argument("--drain-s", type=float, default=30.0, help="how long the watcher waits after the last send")
-    p.add_argument("--logs", type=Path, default=Path(".bench-e2e"))
-    p.add_argument("--keep-topics", action="store_true")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     result = run(args)

@@ -24,6 +24,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,35 @@ def load_raw(kafka: KafkaSettings, topic: str, records: int, partitions: int, po
     return time.perf_counter() - started
 
 
+@dataclass(frozen=True)
+class Topics:
+    """Fresh topic names of one run and the folder its worker logs go to."""
+
+    raw: str
+    typed_base: str
+    typed: str
+    dlq: str
+    logs: Path
+
+    def all(self) -> list[str]:
+        """Every topic of the run (for deletion)."""
+        return [self.raw, self.typed, self.dlq]
+
+
+def fresh_topics(kafka: KafkaSettings, args: argparse.Namespace, *, with_raw: bool) -> Topics:
+    """Name and create a run's topics (typed and DLQ; raw too when ``with_raw``), make its log folder."""
+    tag = uuid.uuid4().hex[:8]
+    typed_base = f"bench.typed.{tag}"
+    topics = Topics(f"bench.raw.{tag}", typed_base, TypedRecord.from_file().versioned_topic(typed_base),
+                    f"bench.dlq.{tag}", args.logs / tag)
+    partitions = {topics.typed: args.partitions, topics.dlq: 1}
+    if with_raw:
+        partitions[topics.raw] = args.partitions
+    create_topics(kafka, partitions, TOPIC_CONFIG)
+    topics.logs.mkdir(parents=True, exist_ok=True)
+    return topics
+
+
 def start_workers(args: argparse.Namespace, raw: str, typed_base: str, dlq: str, logs: Path) -> list[Any]:
     """K worker processes in one group, each with its own transactional id and log file."""
     group = f"bench-e2e-{uuid.uuid4().hex[:8]}"
@@ -70,6 +100,14 @@ def start_workers(args: argparse.Namespace, raw: str, typed_base: str, dlq: str,
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
     return procs
+
+
+def wait_workers(procs: list[Any]) -> list[int]:
+    """Wait for every worker, close its log file; their exit codes."""
+    codes = [p.wait() for p, _ in procs]
+    for _, out in procs:
+        out.close()
+    return codes
 
 
 def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
@@ -99,38 +137,55 @@ def check_keys(kafka: KafkaSettings, typed: str, dlq: str, records: int) -> dict
     }
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Load, process, check; the result dictionary."""
-    kafka = KafkaSettings(bootstrap=args.bootstrap)
-    tag = uuid.uuid4().hex[:8]
-    raw, typed_base, dlq = f"bench.raw.{tag}", f"bench.typed.{tag}", f"bench.dlq.{tag}"
-    typed = TypedRecord.from_file().versioned_topic(typed_base)
-    create_topics(kafka, {typed: args.partitions, dlq: 1}, TOPIC_CONFIG)
-    logs = args.logs / tag
-    logs.mkdir(parents=True, exist_ok=True)
-    try:
-        load_s = load_raw(kafka, raw, args.records, args.partitions, args.pool)
-        log.info("loaded %d raw records into %s in %.1fs", args.records, raw, load_s)
-        started = time.time()
-        procs = start_workers(args, raw, typed_base, dlq, logs)
-        codes = [p.wait() for p, _ in procs]
-        wall = time.time() - started
-        for _, out in procs:
-            out.close()
-        per_worker = summaries(logs, args.workers)
-        span = max(w["last_commit_at"] for w in per_worker) - min(w["first_input_at"] for w in per_worker)
-        check = check_keys(kafka, typed, dlq, args.records)
-    finally:
-        if not args.keep_topics:
-            delete_topics(kafka, [raw, typed, dlq])
+def common_result(
+    args: argparse.Namespace, codes: list[int], per_worker: list[dict[str, float]], check: dict[str, int]
+) -> dict[str, Any]:
+    """The result fields every end-to-end run reports: host, setup, exit codes, workers, key check."""
     return {
         "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
-        "records": args.records, "batch_records": args.batch_records, "load_seconds": round(load_s, 2),
-        "exit_codes": codes, "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
-        "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
-        "per_worker": per_worker, "check": check,
+        "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
+        "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
+    }  # fmt: skip
+
+
+def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: int, batch_wait_ms: int) -> None:
+    """Options every end-to-end run takes: broker, load size, workers and their batching, logs, topics."""
+    p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
+    p.add_argument("--records", type=int, default=records)
+    p.add_argument("--partitions", type=int, default=8)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "reference"])
+    p.add_argument("--batch-records", type=int, default=batch_records)
+    p.add_argument("--batch-wait-ms", type=int, default=batch_wait_ms, help="workers close a batch after this long")
+    p.add_argument("--idle-s", type=float, default=5.0, help="workers exit after this long without input")
+    p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
+    p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
+    p.add_argument("--keep-topics", action="store_true")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Load, process, check; the result dictionary."""
+    kafka = KafkaSettings(bootstrap=args.bootstrap)
+    topics = fresh_topics(kafka, args, with_raw=False)
+    try:
+        load_s = load_raw(kafka, topics.raw, args.records, args.partitions, args.pool)
+        log.info("loaded %d raw records into %s in %.1fs", args.records, topics.raw, load_s)
+        started = time.time()
+        codes = wait_workers(start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs))
+        wall = time.time() - started
+        per_worker = summaries(topics.logs, args.workers)
+        busy = [w for w in per_worker if w["in"] > 0]  # a worker that got no input has no span
+        span = max(w["last_commit_at"] for w in busy) - min(w["first_input_at"] for w in busy)
+        check = check_keys(kafka, topics.typed, topics.dlq, args.records)
+    finally:
+        if not args.keep_topics:
+            delete_topics(kafka, topics.all())
+    return {
+        **common_result(args, codes, per_worker, check), "load_seconds": round(load_s, 2),
+        "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
+        "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
     }  # fmt: skip
 
 
@@ -138,18 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run once, print the figures, write the JSON result."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     p = argparse.ArgumentParser(prog="python -m bench.e2e_worker", description=__doc__)
-    p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:19092"))
-    p.add_argument("--records", type=int, default=200_000)
-    p.add_argument("--partitions", type=int, default=8)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "reference"])
-    p.add_argument("--batch-records", type=int, default=20_000)
-    p.add_argument("--batch-wait-ms", type=int, default=200, help="workers close a batch after this long")
-    p.add_argument("--idle-s", type=float, default=5.0, help="workers exit after this long without input")
-    p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
+    add_run_options(p, records=200_000, batch_records=20_000, batch_wait_ms=200)
     p.add_argument("--pool", type=int, default=100_000, help="distinct bodies generated (then cycled)")
-    p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
-    p.add_argument("--keep-topics", action="store_true")
     p.add_argument("--out", type=Path, default=None,
                    help="result JSON (default bench/results/e2e-<host>-<backend>.json)")
     args = p.parse_args(argv)
