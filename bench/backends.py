@@ -26,7 +26,7 @@ POOL_BYTES = 8 << 30
 
 
 def build(name: str, settings: TransformSettings) -> tuple[Backend | None, str | None]:
-    """The backend called ``name`` via ``select.choose``, or (None, why not) when it cannot run here."""
+    """The backend called ``name`` via ``select.by_name``, or (None, why not) when it cannot run here."""
     from gpu_stage.backends import select
     from llmpipe.errors import ConfigError
 
@@ -35,7 +35,7 @@ def build(name: str, settings: TransformSettings) -> tuple[Backend | None, str |
         if reason is not None:
             return None, reason
     try:
-        return select.choose(name, settings, pool_bytes=POOL_BYTES), None  # type: ignore[arg-type]
+        return select.by_name(name, settings, pool_bytes=POOL_BYTES), None
     except ConfigError as exc:
         return None, str(exc)
 

@@ -23,9 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpu_stage.backends.base import Backend
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.backends.reference import ReferenceBackend
+from gpu_stage.backends import select
+from gpu_stage.backends.base import Backend, TransformSettings
 from gpu_stage.batch import RawBatch
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
@@ -116,17 +115,7 @@ def sweep(
     values = bodies(max(r for _, r in sizes), SynthConfig(seed=seed))
     backends: dict[str, Any] = {}
     for name in names:
-        if name == "gpu":
-            from gpu_stage.backends.gpu import GpuBackend  # only where cuDF is
-
-            backends[name] = GpuBackend(pool_bytes=48 << 30)
-        elif name == "cpu":
-            backends[name] = NativeBackend()
-        elif name == "reference":
-            backends[name] = ReferenceBackend()
-        else:
-            msg = f"unknown backend {name!r}"
-            raise ConfigError(msg)
+        backends[name] = select.by_name(name, TransformSettings(), pool_bytes=48 << 30)
     warm_up = batch(values[:WARM_UP_RECORDS])
     rows = []
     for size, records in sizes:

@@ -25,8 +25,8 @@ from typing import Any
 
 import fastavro
 
-from gpu_stage.backends.base import Backend
-from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends import select
+from gpu_stage.backends.base import Backend, TransformSettings
 from gpu_stage.backends.reference import ROW_LAYOUT, ReferenceBackend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.runtime import tune_gc
@@ -37,21 +37,10 @@ log = logging.getLogger(__name__)
 
 
 def make_backend(name: str) -> Backend:
-    """The backend called ``name``; the GPU backend is imported only when asked for."""
-    if name == "cpu":
-        return NativeBackend()
-    if name == "reference":
-        return ReferenceBackend()
-    if name == "gpu":
-        try:
-            from gpu_stage.backends.gpu import GpuBackend  # type: ignore[import-not-found,unused-ignore]
-        except ImportError as exc:
-            msg = "the gpu backend is not available on this host"
-            raise ConfigError(msg) from exc
-        backend: Backend = GpuBackend()
-        return backend
-    msg = f"unknown backend {name!r}"
-    raise ConfigError(msg)
+    """The backend called ``name`` (the GPU one with its default memory pool)."""
+    from gpu_stage.backends.gpu import DEFAULT_POOL_BYTES
+
+    return select.by_name(name, TransformSettings(), DEFAULT_POOL_BYTES)
 
 
 def _slow_fraction(backend: Backend) -> float | None:

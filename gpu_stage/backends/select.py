@@ -26,6 +26,18 @@ def gpu_unusable_reason() -> str | None:
     return reason
 
 
+CHOICES: tuple[Choice, ...] = ("auto", "gpu", "cpu", "reference")
+
+
+def by_name(name: str, settings: TransformSettings, pool_bytes: int) -> Backend:
+    """:func:`choose` for a name from a command line or a list (benchmarks); unknown names are errors."""
+    for choice in CHOICES:
+        if name == choice:
+            return choose(choice, settings, pool_bytes)
+    msg = f"unknown backend {name!r} (one of {', '.join(CHOICES)})"
+    raise ConfigError(msg)
+
+
 def choose(choice: Choice, settings: TransformSettings, pool_bytes: int) -> Backend:
     """Build the backend for ``choice``; raise ``ConfigError`` when the one asked for cannot run.
 

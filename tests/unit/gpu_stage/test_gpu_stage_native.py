@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.backends.select import choose
+from gpu_stage.backends.select import by_name, choose
 from gpu_stage.batch import ParseResult, RawBatch
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
@@ -267,6 +267,9 @@ def test_choose_picks_the_native_core(caplog: pytest.LogCaptureFixture) -> None:
     auto = choose("auto", TransformSettings(), pool_bytes=1 << 20)
     assert auto.name in {"gpu", "cpu"}
     assert any("backend:" in r.getMessage() for r in caplog.records)
+    assert isinstance(by_name("cpu", TransformSettings(), pool_bytes=1 << 20), NativeBackend)
+    with pytest.raises(ConfigError, match="unknown backend"):
+        by_name("fast", TransformSettings(), pool_bytes=1 << 20)
 
 
 def test_threads_parse_at_once_with_the_same_result() -> None:
