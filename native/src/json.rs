@@ -122,13 +122,18 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// Step over a container's closing bracket.
+    fn leave(&mut self) {
+        self.pos += 1;
+        self.depth -= 1;
+    }
+
     fn array(&mut self) -> Parsed<Value<'a>> {
         self.enter()?;
         let mut items = Vec::new();
         self.skip_ws();
         if self.peek()? == b']' {
-            self.pos += 1;
-            self.depth -= 1;
+            self.leave();
             return Ok(Value::Arr(items));
         }
         loop {
@@ -138,8 +143,7 @@ impl<'a> Reader<'a> {
             match self.peek()? {
                 b',' => self.pos += 1,
                 b']' => {
-                    self.pos += 1;
-                    self.depth -= 1;
+                    self.leave();
                     return Ok(Value::Arr(items));
                 }
                 _ => return Err(ParseError),
@@ -152,8 +156,7 @@ impl<'a> Reader<'a> {
         let mut obj = ObjBuilder::default();
         self.skip_ws();
         if self.peek()? == b'}' {
-            self.pos += 1;
-            self.depth -= 1;
+            self.leave();
             return Ok(Value::Obj(obj.finish()));
         }
         loop {
@@ -174,8 +177,7 @@ impl<'a> Reader<'a> {
             match self.peek()? {
                 b',' => self.pos += 1,
                 b'}' => {
-                    self.pos += 1;
-                    self.depth -= 1;
+                    self.leave();
                     return Ok(Value::Obj(obj.finish()));
                 }
                 _ => return Err(ParseError),
