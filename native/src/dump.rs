@@ -92,20 +92,24 @@ pub fn write_string(s: &str, out: &mut String) {
 }
 
 /// A finite double in the shortest text that reads back to it (`-0.0` keeps its sign).
+///
+/// The digits come from Ryu, as orjson's do: where two shortest candidates are equally near (the
+/// double 562949953421312.25 reads back from both `…312.2` and `…312.3`), Ryu and orjson pick the
+/// even digit and Rust's own `{:e}` does not.
 pub fn write_float(x: f64, out: &mut String) {
     if !x.is_finite() {
         out.push_str("null");
         return;
     }
-    let sci = format!("{:e}", x);
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    out.push_str(sign);
+    if x.is_sign_negative() {
+        out.push('-');
+    }
+    if x == 0.0 {
+        out.push_str("0.0");
+        return;
+    }
+    let mut buffer = ryu::Buffer::new();
+    let (digits, exp) = decimal(buffer.format_finite(x.abs()));
     if (-5..16).contains(&exp) {
         positional(&digits, exp, out);
     } else {
@@ -118,6 +122,20 @@ pub fn write_float(x: f64, out: &mut String) {
         out.push(if exp > 0 { '+' } else { '-' });
         write!(out, "{}", exp.unsigned_abs()).expect("write to String");
     }
+}
+
+/// Significant digits and decimal exponent (of the first digit) of a positive number's Ryu text
+/// (`123.0`, `0.00001`, `1.5e-7`, `1e16`).
+fn decimal(text: &str) -> (String, i32) {
+    let (mantissa, exp) = match text.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().expect("Ryu exponent is an integer")),
+        None => (text, 0),
+    };
+    let point = mantissa.find('.').unwrap_or(mantissa.len()) as i32;
+    let all: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let leading = all.len() - all.trim_start_matches('0').len();
+    let digits = all[leading..].trim_end_matches('0');
+    (digits.to_string(), point - 1 - leading as i32 + exp)
 }
 
 /// `digits` × 10^(exp - len + 1) written without an exponent, always with a fraction part.
@@ -174,6 +192,9 @@ mod tests {
             (9007199254740992.0, "9007199254740992.0"),
             (123456.789, "123456.789"),
             (0.1, "0.1"),
+            (562949953421312.2, "562949953421312.2"),
+            (1234567890123456.7, "1234567890123456.8"),
+            (0.30000000000000004, "0.30000000000000004"),
         ];
         for (x, want) in cases {
             assert_eq!(float(x), want, "{x:e}");
