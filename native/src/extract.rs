@@ -135,36 +135,53 @@ pub fn string_map<'v>(obj: &'v Obj<'_>, path: &str) -> Checked<Vec<(&'v str, Cow
         .collect()
 }
 
-/// What one `choices[i]` entry gave: its row, its message/delta object, its text, and its path.
+/// `choices[i]`, or its `message`/`delta` object: a path for error texts, spelled out only when one
+/// is raised (good rows never format it).
+#[derive(Debug, Clone, Copy)]
+struct ChoicePath {
+    index: usize,
+    holder: Option<&'static str>,
+}
+
+impl std::fmt::Display for ChoicePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "choices[{}]", self.index)?;
+        match self.holder {
+            Some(holder) => write!(f, ".{holder}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What one `choices[i]` entry gave: its row, its message/delta object, and that object's path.
 struct ChoiceParts<'o, 'v> {
     row: ChoiceRow<'o>,
     message: Option<&'o Obj<'v>>,
-    mpath: String,
+    mpath: ChoicePath,
 }
 
 fn choice_parts<'o, 'v>(choice: &'o Value<'v>, i: usize) -> Checked<ChoiceParts<'o, 'v>> {
-    let path = format!("choices[{i}]");
-    let Value::Obj(choice) = choice else { return Err(wrong(&path, "object", choice)) };
+    let path = ChoicePath { index: i, holder: None };
+    let Value::Obj(choice) = choice else { return Err(wrong(&path.to_string(), "object", choice)) };
     let index = integer(choice, "index", || format!("{path}.index"), I32)?;
     let finish_reason = string(choice, "finish_reason", || format!("{path}.finish_reason"))?;
-    let (message, mpath) = if choice.contains("message") {
-        (object(choice, "message", || format!("{path}.message"))?, format!("{path}.message"))
-    } else if choice.contains("delta") {
-        (object(choice, "delta", || format!("{path}.delta"))?, format!("{path}.delta"))
-    } else {
-        (None, path.clone())
-    };
-    let content = match message {
-        Some(m) => string(m, "content", || format!("{mpath}.content"))?,
-        None if mpath == path => string(choice, "text", || format!("{path}.text"))?,
+    let holder = ["message", "delta"].into_iter().find(|key| choice.contains(key));
+    let mpath = ChoicePath { index: i, holder };
+    let message = match holder {
+        Some(key) => object(choice, key, || mpath.to_string())?,
         None => None,
+    };
+    let content = match (message, holder) {
+        (Some(m), _) => string(m, "content", || format!("{mpath}.content"))?,
+        (None, None) => string(choice, "text", || format!("{path}.text"))?,
+        (None, Some(_)) => None,
     };
     Ok(ChoiceParts { row: ChoiceRow { index, finish_reason, content }, message, mpath })
 }
 
 type Tool<'v> = (Option<&'v str>, Option<String>, Option<bool>);
 
-fn first_tool<'v>(message: &'v Obj<'_>, mpath: &str) -> Checked<Tool<'v>> {
+fn first_tool<'v>(message: &'v Obj<'_>, mpath: ChoicePath) -> Checked<Tool<'v>> {
     let calls = match message.get("tool_calls") {
         None | Some(Value::Null) => return Ok((None, None, None)),
         Some(Value::Arr(calls)) => calls,
@@ -238,7 +255,7 @@ pub fn extract<'v>(obj: &'v Obj<'v>, validator: &Validator) -> Checked<BodyRow<'
     let (completion_id, object_kind, created, choices) = envelope(obj)?;
     let model = string(obj, "model", || "model".into())?;
     let mut rows = Vec::with_capacity(choices.len());
-    let mut first: Option<(Option<&'v Obj<'v>>, String)> = None;
+    let mut first: Option<(Option<&'v Obj<'v>>, ChoicePath)> = None;
     for (i, choice) in choices.iter().enumerate() {
         let parts = choice_parts(choice, i)?;
         rows.push(parts.row);
@@ -248,7 +265,7 @@ pub fn extract<'v>(obj: &'v Obj<'v>, validator: &Validator) -> Checked<BodyRow<'
     }
     let (mut finish_reason, mut stop, mut reasoning) = (None, None, None);
     let (mut tool_name, mut tool_args, mut tool_valid) = (None, None, None);
-    if let Some((message, mpath)) = &first {
+    if let Some((message, mpath)) = first {
         finish_reason = rows[0].finish_reason;
         stop = stop_reason(&choices[0])?;
         if let Some(message) = message {
