@@ -271,7 +271,6 @@ class Worker:
             self.backend.name,
         )
 
-
     def _summary(self) -> None:
         """One closing line with the busy span, so runs can be compared without scraping metrics."""
         t = self.totals

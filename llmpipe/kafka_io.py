@@ -105,9 +105,8 @@ class Message(NamedTuple):
 
 
 def _to_message(msg: Any) -> Message:
-    headers = msg.headers()
     return Message(
-        msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), headers or [], msg.timestamp()[1]
+        msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.headers() or [], msg.timestamp()[1]
     )
 
 
