@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import gc
+from llmpipe import runtime
 
 GEN0_THRESHOLD = 200_000
 
@@ -16,6 +16,4 @@ def tune_gc() -> None:
     the CPU backend 15-20 % faster on 20,000 ~1 KB bodies; memory stays bounded because reference
     counting frees the acyclic objects at once.
     """
-    gc.freeze()
-    _, gen1, gen2 = gc.get_threshold()
-    gc.set_threshold(GEN0_THRESHOLD, gen1, gen2)
+    runtime.tune_gc(GEN0_THRESHOLD)
