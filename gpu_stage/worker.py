@@ -12,8 +12,10 @@ import logging
 import os
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import cast
 
 from gpu_stage import metrics
 from gpu_stage.backends.base import Backend
@@ -23,6 +25,7 @@ from llmpipe.errors import ParseError
 from llmpipe.kafka_io import (
     Consumer,
     Message,
+    Records,
     TopicPartitions,
     TransactionalProducer,
     TxnAbortable,
@@ -53,12 +56,22 @@ class Totals:
     """Wall-clock time (epoch s) the first input record arrived: start of the busy span."""
     last_commit_at: float | None = None
     """Wall-clock time (epoch s) of the last committed batch: end of the busy span."""
+    cpu_at_first_input: float = 0.0
+    """Process CPU time (s, all threads, librdkafka's included) when the first input record arrived."""
+    cpu_at_last_commit: float = 0.0
+    """Process CPU time (s) at the last commit; the difference is the busy span's CPU cost."""
 
     def busy_rate(self) -> float:
         """Input records per second from the first input record to the last commit (0 before both)."""
         if self.first_input_at is None or self.last_commit_at is None:
             return 0.0
         return self.records_in / max(self.last_commit_at - self.first_input_at, 1e-9)
+
+    def busy_cpu_us_per_record(self) -> float:
+        """Process CPU time per input record over the busy span, in µs (0 before both ends)."""
+        if self.first_input_at is None or self.last_commit_at is None or not self.records_in:
+            return 0.0
+        return (self.cpu_at_last_commit - self.cpu_at_first_input) * 1e6 / self.records_in
 
 
 class Worker:
@@ -71,7 +84,7 @@ class Worker:
         self._typed_headers = [(FINGERPRINT_HEADER, fingerprint.encode())]
         self.totals = Totals()
         self.stopping = False
-        self._buffer: list[Message] = []
+        self._buffer = Records()
         self.consumer = Consumer(
             settings.kafka,
             settings.group_id,
@@ -98,7 +111,7 @@ class Worker:
     def _on_revoke(self, parts: TopicPartitions) -> None:
         """Forget buffered records of revoked partitions; their new owner reads them from the commit."""
         revoked = {(tp.topic, tp.partition) for tp in parts}
-        self._buffer = [m for m in self._buffer if (m.topic, m.partition) not in revoked]
+        self._buffer = self._buffer.without(revoked)
 
     def run(self) -> int:
         """Loop until SIGTERM (``stopping``) or the idle timeout; return the exit code."""
@@ -106,9 +119,9 @@ class Worker:
         last_progress = time.monotonic()
         try:
             while not self.stopping:
-                messages = self._collect()
-                if messages:
-                    self._process(messages)
+                records = self._collect()
+                if records:
+                    self._process(records)
                     idle_since = time.monotonic()
                 elif not self._caught_up():
                     idle_since = time.monotonic()
@@ -142,38 +155,51 @@ class Worker:
         limit = self.settings.exit_when_idle_s
         return limit is not None and time.monotonic() - since >= limit
 
-    def _collect(self) -> list[Message]:
+    def _collect(self) -> Records:
         """Gather one batch, closed by record count, byte count or wait time."""
         s = self.settings
         deadline = time.monotonic() + s.batch_wait_ms / 1000
-        size = sum(len(m.value or b"") for m in self._buffer)
-        while len(self._buffer) < s.batch_records and size < s.batch_bytes and not self.stopping:
+        buffer = self._buffer
+        while len(buffer) < s.batch_records and buffer.nbytes < s.batch_bytes and not self.stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            got = self.consumer.consume(min(10_000, s.batch_records - len(self._buffer)), remaining)
+            got = self.consumer.consume_records(min(10_000, s.batch_records - len(buffer)), remaining)
             if got and self.totals.first_input_at is None:
                 self.totals.first_input_at = time.time()
-            self._buffer.extend(got)
-            size += sum(len(m.value or b"") for m in got)
-        batch, self._buffer = self._buffer, []
-        return batch
+                self.totals.cpu_at_first_input = time.process_time()
+            buffer = self._buffer  # a rebalance during consume may have replaced it
+            buffer.extend(got)
+        batch, self._buffer = self._buffer, Records()
+        return self._owned(batch)
 
-    def _process(self, messages: list[Message]) -> None:
+    def _owned(self, batch: Records) -> Records:
+        """``batch`` without records of partitions no longer assigned to us.
+
+        A rebalance callback runs inside ``consume``; records a consume call returned together with a
+        revocation must not be processed, or their offsets would be committed next to the new owner's.
+        """
+        seen = batch.partitions_seen()
+        if not seen:
+            return batch
+        owned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        return batch if seen <= owned else batch.without(seen - owned)
+
+    def _process(self, records: Records) -> None:
         started = time.monotonic()
         parse_started = time.perf_counter()
-        result = self.backend.parse(to_batch(messages))
+        result = self.backend.parse(to_batch(records))
         metrics.PARSE_SECONDS.observe(time.perf_counter() - parse_started)
-        self._check_bad(result, len(messages))
+        self._check_bad(result, len(records))
         try:
-            self._transact(messages, result)
+            self._transact(records, result)
         except TxnAbortable as exc:
             self._recover("abortable", exc, recreate=False)
             return
         except TxnTimedOut as exc:
             self._recover("timeout", exc, recreate=True)
             return
-        self._account(messages, result, started)
+        self._account(records, result, started)
 
     def _check_bad(self, result: ParseResult, n: int) -> None:
         s = self.settings
@@ -188,7 +214,7 @@ class Worker:
             )
             raise ParseError(msg)
 
-    def _transact(self, messages: list[Message], result: ParseResult) -> None:
+    def _transact(self, records: Records, result: ParseResult) -> None:
         """Produce and commit one batch under a watchdog.
 
         librdkafka's ``send_offsets_to_transaction`` can block past its timeout when the group
@@ -199,21 +225,24 @@ class Worker:
         watchdog.daemon = True
         watchdog.start()
         try:
-            self._transact_unguarded(messages, result)
+            self._transact_unguarded(records, result)
         finally:
             watchdog.cancel()
 
-    def _transact_unguarded(self, messages: list[Message], result: ParseResult) -> None:
+    def _transact_unguarded(self, records: Records, result: ParseResult) -> None:
         producer = self.producer
         producer.begin()
-        for _row, key, value in result.encoded.items():
-            producer.produce(self.typed_topic, value, key, self._typed_headers)
+        encoded = result.encoded
+        # Each value is a slice of the one encoded buffer (one copy, which librdkafka then takes over).
+        ends = encoded.offsets.tolist()
+        values = map(encoded.buf.__getitem__, map(slice, ends, islice(ends, 1, None)))
+        producer.produce_many(self.typed_topic, values, encoded.keys, self._typed_headers)
         for bad in result.bad:
             producer.produce(self.settings.dlq_topic, bad.raw, bad.key, bad.headers())
-        producer.send_offsets(self._commit_offsets(messages), self.consumer.group_metadata())
+        producer.send_offsets(self._commit_offsets(records), self.consumer.group_metadata())
         producer.commit()
 
-    def _commit_offsets(self, messages: list[Message]) -> TopicPartitions:
+    def _commit_offsets(self, records: Records) -> TopicPartitions:
         """Offsets after the batch; the consumer's position where it is further on.
 
         The position has also stepped over transaction markers that follow the last record (the raw
@@ -222,8 +251,8 @@ class Worker:
         """
         ahead = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.positions() if tp.offset >= 0}
         return offsets(
-            (tp.topic, tp.partition, max(tp.offset, ahead.get((tp.topic, tp.partition), -1)))
-            for tp in next_offsets(messages)
+            (topic, part, max(after, ahead.get((topic, part), -1)))
+            for (topic, part), after in records.next_offsets().items()
         )
 
     def _recover(self, cause: str, exc: Exception, *, recreate: bool) -> None:
@@ -238,21 +267,22 @@ class Worker:
                 self.producer.abort()
             except TxnTimedOut:
                 self.producer = self._new_producer()
-        self._buffer = []
+        self._buffer = Records()
         self.consumer.rewind_to_committed()
 
-    def _account(self, messages: list[Message], result: ParseResult, started: float) -> None:
+    def _account(self, records: Records, result: ParseResult, started: float) -> None:
         t = self.totals
         t.last_commit_at = time.time()
+        t.cpu_at_last_commit = time.process_time()
         t.batches += 1
-        t.records_in += len(messages)
+        t.records_in += len(records)
         t.typed += len(result.encoded)
         t.dead += len(result.bad)
-        metrics.RECORDS_IN.inc(len(messages))
+        metrics.RECORDS_IN.inc(len(records))
         metrics.RECORDS_OUT.inc(len(result.encoded))
-        for bad in result.bad:
-            metrics.BAD_RECORDS.labels(bad.stage, bad.reason.value).inc()
-        metrics.BATCH_RECORDS.observe(len(messages))
+        for (stage, reason), n in Counter((bad.stage, bad.reason.value) for bad in result.bad).items():
+            metrics.BAD_RECORDS.labels(stage, reason).inc(n)
+        metrics.BATCH_RECORDS.observe(len(records))
         metrics.BATCH_SECONDS.observe(time.monotonic() - started)
 
     def _progress(self) -> None:
@@ -276,7 +306,7 @@ class Worker:
         t = self.totals
         log.info(
             "summary: in=%d typed=%d dlq=%d batches=%d aborts=%d first_input_at=%.3f last_commit_at=%.3f "
-            "busy_rate=%.0f rec/s backend=%s",
+            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec",
             t.records_in,
             t.typed,
             t.dead,
@@ -286,6 +316,7 @@ class Worker:
             t.last_commit_at or 0.0,
             t.busy_rate(),
             self.backend.name,
+            t.busy_cpu_us_per_record(),
         )
 
 
@@ -298,17 +329,20 @@ def _exit_hung(deadline_s: float) -> None:
     os._exit(EXIT_HUNG)
 
 
-def to_batch(messages: list[Message]) -> RawBatch:
+def to_batch(records: Records | list[Message]) -> RawBatch:
     """Columnar batch of consumed records (a missing value counts as an empty body)."""
-    topics = {m.topic for m in messages}
+    if not isinstance(records, Records):
+        records = Records.of_messages(records)
+    values = records.values
+    topics = set(records.topics)
     return RawBatch(
-        values=[m.value or b"" for m in messages],
-        keys=[m.key for m in messages],
-        headers=[m.headers for m in messages],
+        values=[v or b"" for v in values] if None in values else cast("list[bytes]", values),
+        keys=records.keys,
+        headers=records.headers,
         topic=topics.pop() if len(topics) == 1 else ",".join(sorted(topics)),
-        partitions=[m.partition for m in messages],
-        offsets=[m.offset for m in messages],
-        timestamps_ms=[m.timestamp_ms for m in messages],
+        partitions=records.partitions,
+        offsets=records.offsets,
+        timestamps_ms=records.timestamps_ms,
     )
 
 
