@@ -67,6 +67,9 @@ def time_batches(backend: Backend, batches: list[RawBatch], keep: bool = False) 
     holds on to the results for callers that check values afterwards.
     """
     backend.parse(batches[0])  # warm-up: first-call costs are not throughput
+    reset = getattr(backend, "reset_counters", None)
+    if reset is not None:
+        reset()  # stage times and lane counts of the timed batches alone
     digest = hashlib.sha256()
     out = Timed()
     for raw in batches:
@@ -80,6 +83,18 @@ def time_batches(backend: Backend, batches: list[RawBatch], keep: bool = False) 
             out.results.append(result)
     out.sha256 = digest.hexdigest()
     return out
+
+
+def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
+    """Stage seconds and, for the device lane, its device memory against the largest batch's bytes."""
+    clock = getattr(backend, "clock", None)
+    facts: dict[str, Any] = {} if clock is None else {"stage_seconds": clock.rounded()}
+    lane = getattr(backend, "lane", None)
+    if lane is not None and hasattr(lane.executor, "device_bytes"):
+        largest = max(sum(map(len, b.values)) for b in batches)
+        held = lane.executor.device_bytes()
+        facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2)}
+    return facts
 
 
 def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str, Any]:
@@ -103,6 +118,7 @@ def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str,
         "input_mb_per_s": round(input_bytes / 1e6 / elapsed, 2) if elapsed else None,
         "output_sha256": timed.sha256,
         "slow_lane_fraction": _slow_fraction(backend),
+        **_device_facts(backend, batches),
         "host": socket.gethostname(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -152,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backends",
         default="cpu,reference",
-        help="comma list of cpu, reference, gpu; ratios are to the last one named (the baseline)",
+        help="comma list of gpu, gpu-cudf, cpu, reference; ratios are to the last one named (the baseline)",
     )
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)

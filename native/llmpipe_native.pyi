@@ -15,3 +15,9 @@ class Transform:
         offsets: bytes,
         timestamps_ms: bytes,
     ) -> tuple[bytes, bytes, bytes, list[tuple[int, str, str]]]: ...
+    def lane_input(
+        self,
+        values: list[bytes],
+        keys: list[bytes | None],
+        headers: list[Sequence[tuple[str, bytes | None]]],
+    ) -> tuple[bytes, bytes, bytes, bytes]: ...

@@ -147,6 +147,7 @@ class GpuBackend:
         profile: bool = False,
         pinned: bool = True,
         device_screen: bool = True,
+        lane: str = "kernel",
     ) -> None:
         """Cap the device memory pool, import cuDF, and build the shared encoder and validator.
 
@@ -155,6 +156,10 @@ class GpuBackend:
         ``pinned`` copies each batch to the device once through a pinned buffer (``gpu_source``);
         off, cuDF reads the host bytes itself (two pageable copies per batch). ``device_screen`` runs
         the pre-screen as a device kernel (``gpu_screen``); where it cannot compile, the host one runs.
+        ``lane="kernel"`` (the default) runs the device lane (:mod:`gpu_stage.backends.lane`: one thread
+        per body, Avro written on the device, the native core for the bodies it does not take);
+        ``lane="cudf"`` the cuDF reader path described in the module docstring. Where the lane cannot
+        compile or fails its start-up check, the cuDF path runs and a warning says why.
         """
         reason = unusable_reason()
         if reason is not None:
@@ -170,6 +175,30 @@ class GpuBackend:
         source = importlib.import_module("gpu_stage.backends.gpu_source")
         self.pinned_stage: Any = source.PinnedStage() if pinned else None
         self.device_screen: Any = _compile_screen(self.settings.max_record_bytes) if device_screen else None
+        self.lane: Any = self._device_lane() if lane == "kernel" else None
+
+    def _device_lane(self) -> Any:
+        """The device lane, checked on generated bodies against the native core; None where it fails."""
+        try:
+            lane_mod = importlib.import_module("gpu_stage.backends.lane")
+            cuda_lane = importlib.import_module("gpu_stage.backends.gpu_lane")
+            clock = self.clock
+            transform = lane_mod.LaneTransform(
+                self.settings, lambda tables, limit: cuda_lane.CudaExecutor(tables, limit, clock), clock
+            )
+            probe = importlib.import_module("gpu_stage.synth")
+            batch = probe.batch(probe.bodies(256))
+            got, want = transform.parse(batch), transform.native.parse(batch)
+            if got.encoded.buf != want.encoded.buf or got.bad != want.bad or transform.taken_rows == 0:
+                msg = "its output on generated bodies differs from the native core's"
+                raise RuntimeError(msg)
+        except Exception as exc:  # numba-cuda missing, a compile error, a wrong result: the cuDF path runs
+            log.warning("device lane unavailable, the cuDF reader path runs: %s", exc)
+            return None
+        transform.taken_rows = transform.rows = 0
+        self.clock.reset()
+        log.info("device lane ready")
+        return transform
 
     def set_profile(self, on: bool) -> None:
         """Make stage timings exact (wait for the device at each stage edge) or cheap."""
@@ -182,6 +211,11 @@ class GpuBackend:
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result, same bytes as the CPU backend)."""
+        if self.lane is not None:
+            taken = self.lane.taken_rows
+            result: ParseResult = self.lane.parse(batch)
+            self._count(len(batch), len(batch) - (self.lane.taken_rows - taken), fallback=False)
+            return result
         limit = self.settings.max_record_bytes
         clock = self.clock
         with clock.stage("screen"):

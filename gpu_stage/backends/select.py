@@ -13,7 +13,7 @@ from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-Choice = Literal["auto", "gpu", "cpu", "reference"]
+Choice = Literal["auto", "gpu", "gpu-cudf", "cpu", "reference"]
 
 
 def gpu_unusable_reason() -> str | None:
@@ -26,7 +26,7 @@ def gpu_unusable_reason() -> str | None:
     return reason
 
 
-CHOICES: tuple[Choice, ...] = ("auto", "gpu", "cpu", "reference")
+CHOICES: tuple[Choice, ...] = ("auto", "gpu", "gpu-cudf", "cpu", "reference")
 
 
 def by_name(name: str, settings: TransformSettings, pool_bytes: int) -> Backend:
@@ -53,10 +53,11 @@ def choose(choice: Choice, settings: TransformSettings, pool_bytes: int) -> Back
     reason = gpu_unusable_reason()
     if reason is None:
         gpu = importlib.import_module("gpu_stage.backends.gpu")
-        log.info("backend: gpu (%s)", "asked for" if choice == "gpu" else "auto: a usable GPU was found")
-        backend: Backend = gpu.GpuBackend(settings, pool_bytes=pool_bytes)
+        log.info("backend: %s (%s)", choice, "auto: a usable GPU was found" if choice == "auto" else "asked for")
+        lane = "cudf" if choice == "gpu-cudf" else "kernel"
+        backend: Backend = gpu.GpuBackend(settings, pool_bytes=pool_bytes, lane=lane)
         return backend
-    if choice == "gpu":
+    if choice in ("gpu", "gpu-cudf"):
         msg = f"--backend gpu, but the GPU backend cannot run here: {reason}"
         raise ConfigError(msg)
     native_reason = native_unusable_reason()

@@ -268,7 +268,7 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 }
 
 #[inline]
-fn opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+pub fn opt_str(out: &mut Vec<u8>, s: Option<&str>) {
     match s {
         None => out.push(0),
         Some(s) => {
@@ -279,7 +279,7 @@ fn opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 #[inline]
-fn opt_long(out: &mut Vec<u8>, v: Option<i64>) {
+pub fn opt_long(out: &mut Vec<u8>, v: Option<i64>) {
     match v {
         None => out.push(0),
         Some(v) => {
@@ -298,7 +298,7 @@ fn opt_bool(out: &mut Vec<u8>, v: Option<bool>) {
 }
 
 /// A nullable map of nullable strings, given as its entries (one block, then the terminator).
-fn opt_map<K: AsRef<str>, V: AsRef<str>>(out: &mut Vec<u8>, entries: Option<&[(K, V)]>) {
+pub fn opt_map<K: AsRef<str>, V: AsRef<str>>(out: &mut Vec<u8>, entries: Option<&[(K, V)]>) {
     let Some(entries) = entries else {
         out.push(0);
         return;

@@ -64,6 +64,8 @@ fn int64_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &raw)
 }
 
+type LaneInput<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+
 type RunResult<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyList>);
 
 #[pymethods]
@@ -127,6 +129,50 @@ impl PyTransform {
         let buf = PyBytes::new(py, &out.buf);
         *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
         Ok((buf, int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
+    }
+
+    /// A batch's columns as a device lane takes them: `(values, value_ends, meta, meta_ends)`, the
+    /// values back to back with each one's end (int64), and per record two Avro segments, its
+    /// `request_id` and its `latency_ms` + `attributes` columns, with each segment's end (int64).
+    fn lane_input<'py>(
+        &self,
+        py: Python<'py>,
+        values: &Bound<'py, PyList>,
+        keys: &Bound<'py, PyList>,
+        headers: &Bound<'py, PyList>,
+    ) -> PyResult<LaneInput<'py>> {
+        let n = values.len();
+        if keys.len() != n || headers.len() != n {
+            return Err(PyValueError::new_err("values, keys and headers differ in length"));
+        }
+        let mut held = Vec::with_capacity(n);
+        for i in 0..n {
+            let value = values.get_item(i)?.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("a value must be bytes"))?;
+            let key = optional_bytes(keys.get_item(i)?, "a key")?;
+            let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
+            held.push(Held { value, key, latency, attributes });
+        }
+        let mut value_ends = Vec::with_capacity(n);
+        let mut total = 0i64;
+        for h in &held {
+            total += h.value.as_bytes().len() as i64;
+            value_ends.push(total);
+        }
+        let joined = PyBytes::new_with(py, total as usize, |buf| {
+            let mut at = 0;
+            for h in &held {
+                let v = h.value.as_bytes();
+                buf[at..at + v.len()].copy_from_slice(v);
+                at += v.len();
+            }
+            Ok(())
+        })?;
+        let (mut meta, mut meta_ends) = (Vec::with_capacity(n * 8), Vec::with_capacity(2 * n));
+        let triples = held.iter().map(|h| {
+            (h.key.as_ref().map(|k| k.as_bytes()), h.latency.as_ref().map(|v| v.as_bytes()), h.attributes.as_ref().map(|v| v.as_bytes()))
+        });
+        self.inner.meta_segments(triples, &mut meta, &mut meta_ends);
+        Ok((joined, int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
     }
 }
 

@@ -1,4 +1,7 @@
-"""GPU tier: the cuDF backend against the CPU reference, byte for byte (skipped without a usable GPU)."""
+"""GPU tier: the GPU backend against the CPU reference, byte for byte (skipped without a usable GPU).
+
+Both device paths run every test: the device lane (the default) and the cuDF reader path.
+"""
 
 from __future__ import annotations
 
@@ -30,11 +33,13 @@ def cpu() -> ReferenceBackend:
     return ReferenceBackend(TransformSettings())
 
 
-@pytest.fixture(scope="module")
-def gpu() -> Any:
+@pytest.fixture(scope="module", params=["kernel", "cudf"])
+def gpu(request: pytest.FixtureRequest) -> Any:
     from gpu_stage.backends.gpu import GpuBackend
 
-    return GpuBackend(TransformSettings(), pool_bytes=8 << 30)
+    backend = GpuBackend(TransformSettings(), pool_bytes=8 << 30, lane=request.param)
+    assert (backend.lane is not None) == (request.param == "kernel"), "the device lane did not start"
+    return backend
 
 
 def check(cpu: ReferenceBackend, gpu: Any, raw: RawBatch) -> None:
@@ -100,8 +105,11 @@ def test_synth_bodies(cpu: ReferenceBackend, gpu: Any) -> None:
         "whole_batch_fallbacks": gpu.stats.slow_batches, "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "gpu_stage_seconds": gpu.clock.rounded(),
     }  # fmt: skip
+    report["path"] = "device lane" if gpu.lane is not None else "cudf reader"
     out = os.environ.get("GPU_PARITY_OUT")
     if out:
-        Path(out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        path = Path(out)
+        path = path if gpu.lane is not None else path.with_name(path.stem + "-cudf" + path.suffix)
+        path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     assert mismatched == 0, report
     assert report["identical"], report

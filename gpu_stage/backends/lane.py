@@ -1,0 +1,409 @@
+"""The device lane: raw bodies → Avro datums with one thread per body, for CUDA or (in tests) the CPU.
+
+The row functions (:mod:`gpu_stage.backends.lane_json`, :mod:`gpu_stage.backends.lane_rows`) are
+compiled per target by executing their source with that target's decorators, so CUDA and the CPU
+run the same code and the CPU run is what the tests compare, byte for byte, with the native core.
+
+Per batch (:meth:`Lane.run`): the native core packs the values into one buffer and pre-encodes the
+columns that come from the record rather than the body (``request_id``, ``latency_ms`` +
+``attributes``); pass 1 walks every body and returns its encoded size or -1; the host turns the sizes
+into offsets (a prefix sum over ``n`` integers); pass 2 writes every taken row's datum into one
+buffer, which comes back in one copy. Bodies the lane does not take (dead letters, rare shapes) are
+transformed by the native core, and the two results are merged in batch order.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gpu_stage.backends import lane_rows as rows_mod
+from gpu_stage.backends.stages import StageClock
+from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
+from llmpipe.errors import ConfigError
+from llmpipe.record import TypedRecord
+
+I64 = npt.NDArray[np.int64]
+_HERE = Path(__file__).parent
+_SOURCES = ("lane_json.py", "lane_rows.py")
+_KINDS = {"string": 0, "number": 1, "integer": 2, "boolean": 3}
+_MAX_PROPS = 62
+_EXACT = 2**53
+_I64 = (-(2**63), 2**63 - 1)
+# The record layout :func:`gpu_stage.backends.lane_rows.emit` writes, checked against the schema.
+FIELDS = (
+    "request_id",
+    "completion_id",
+    "object",
+    "created",
+    "model",
+    "finish_reason",
+    "stop_reason",
+    "content_text",
+    "reasoning",
+    "tool_name",
+    "tool_arguments",
+    "tool_arguments_valid",
+    "num_choices",
+    "choices",
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "latency_ms",
+    "attributes",
+    "system_fingerprint",
+    "service_tier",
+    "metadata",
+    "extra",
+    "content",
+    "content_valid",
+    "content_error",
+    "raw_partition",
+    "raw_offset",
+    "ingest_ts",
+)
+
+
+@functools.cache
+def compile_lane(target: str) -> SimpleNamespace:
+    """The lane's functions compiled for ``"cpu"`` (numba.njit) or ``"cuda"`` (numba.cuda), once per process.
+
+    numba compiles each function on its first call; the content schema is data (:class:`ContentTables`),
+    so one compilation serves every schema.
+    """
+    if target == "cpu":
+        import numba
+
+        plain: Callable[..., Any] = numba.njit(cache=False)
+        ns: dict[str, Any] = {"jit": plain, "kernel": plain}
+        ns["lane_start"] = plain(_zero)
+        ns["lane_step"] = plain(_one)
+    elif target == "cuda":
+        from numba import cuda
+
+        ns = {"jit": cuda.jit(device=True), "kernel": cuda.jit}
+        exec(_GRID_SOURCE, ns)
+        ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
+        ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
+    else:
+        msg = f"unknown lane target {target!r}"
+        raise ConfigError(msg)
+    ns["__name__"] = f"gpu_stage.backends.lane_{target}"
+    for source in _SOURCES:
+        path = _HERE / source
+        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
+    return SimpleNamespace(**ns)
+
+
+def _zero() -> int:
+    return 0
+
+
+def _one() -> int:
+    return 1
+
+
+# The first row and the row stride of a grid-stride loop; ``cuda`` must be a global of the functions.
+_GRID_SOURCE = """
+from numba import cuda
+
+
+def lane_start():
+    return cuda.grid(1)
+
+
+def lane_step():
+    return cuda.gridsize(1)
+"""
+
+
+@dataclass(frozen=True)
+class ContentTables:
+    """The content JSON Schema as the arrays the lane reads (see ``P_*`` in ``lane_rows``)."""
+
+    ptab: I64
+    pnames: npt.NDArray[np.uint8]
+    pends: I64
+    nprops: int
+    required: int
+    closed: bool
+    pmin: npt.NDArray[np.float64]
+    pmax: npt.NDArray[np.float64]
+    enames: npt.NDArray[np.uint8]
+    eends: I64
+
+    @classmethod
+    def of(cls, schema: Mapping[str, Any]) -> ContentTables:
+        """Compile the supported subset; checks the lane cannot do exactly mark a property ``F_SLOW``."""
+        props: dict[str, Any] = dict(schema.get("properties") or {})
+        names = list(props)
+        if len(names) > _MAX_PROPS:
+            msg = f"the device lane supports at most {_MAX_PROPS} content properties, not {len(names)}"
+            raise ConfigError(msg)
+        ptab = np.zeros((max(len(names), 1), rows_mod.PTAB_COLS), dtype=np.int64)
+        pmin = np.zeros(max(len(names), 1), dtype=np.float64)
+        pmax = np.zeros(max(len(names), 1), dtype=np.float64)
+        enum_values: list[bytes] = []
+        for j, name in enumerate(names):
+            enum_values += _property_row(props[name], ptab[j], pmin, pmax, j, len(enum_values))
+        required = 0
+        for name in schema.get("required") or []:
+            required = -1 if name not in props or required == -1 else required | (1 << names.index(name))
+        pnames, pends = _packed([n.encode() for n in names])
+        enames, eends = _packed(enum_values)
+        closed = schema.get("additionalProperties") is False
+        return cls(ptab, pnames, pends, len(names), required, closed, pmin, pmax, enames, eends)
+
+    def args(self) -> tuple[Any, ...]:
+        """In the order ``measure_row`` takes them after ``r``."""
+        return (
+            self.ptab,
+            self.pnames,
+            self.pends,
+            self.nprops,
+            self.required,
+            self.closed,
+            self.pmin,
+            self.pmax,
+            self.enames,
+            self.eends,
+        )
+
+
+def _packed(items: list[bytes]) -> tuple[npt.NDArray[np.uint8], I64]:
+    data = np.frombuffer(b"".join(items) or b"\0", dtype=np.uint8).copy()
+    ends = np.cumsum([len(i) for i in items] or [0]).astype(np.int64)
+    return data, ends
+
+
+def _property_row(prop: Mapping[str, Any], row: I64, pmin: Any, pmax: Any, j: int, enum_first: int) -> list[bytes]:
+    """Fill ``row`` (one ``ptab`` row) for one property; the string enum values it adds."""
+    r = rows_mod
+    array = prop.get("type") == "array"
+    kind = _KINDS[str((prop.get("items") or {}).get("type") if array else prop.get("type"))]
+    row[r.P_KIND], row[r.P_ARRAY] = kind, int(array)
+    row[r.P_ENUM_FIRST] = row[r.P_ENUM_LAST] = enum_first
+    if array:
+        return []
+    flags = 0
+    for key, flag, int_flag, slot, bounds in (
+        ("minimum", r.F_MIN, r.F_MIN_INT, r.P_MIN_I, pmin),
+        ("maximum", r.F_MAX, r.F_MAX_INT, r.P_MAX_I, pmax),
+    ):
+        if key in prop:
+            flags |= flag | _bound(prop[key], kind, row, slot, bounds, j, int_flag)
+    values: list[bytes] = []
+    if "enum" in prop:
+        if kind != 0:
+            flags |= r.F_SLOW
+        else:
+            flags |= r.F_ENUM
+            values = [v.encode() for v in prop["enum"] if isinstance(v, str)]
+            row[r.P_ENUM_LAST] = enum_first + len(values)
+    row[r.P_FLAGS] = flags
+    return values
+
+
+def _bound(value: Any, kind: int, row: I64, slot: int, bounds: Any, j: int, int_flag: int) -> int:
+    """Store one minimum/maximum; the flags it adds (an inexact comparison makes the property slow)."""
+    if isinstance(value, bool | int):
+        if kind == 2 and _I64[0] <= value <= _I64[1]:
+            row[slot] = int(value)
+            return int_flag
+        if abs(value) < _EXACT:
+            bounds[j] = float(value)
+            return 0
+        return rows_mod.F_SLOW
+    if isinstance(value, float) and math.isfinite(value):
+        bounds[j] = value
+        return 0
+    return rows_mod.F_SLOW
+
+
+def check_layout(record: TypedRecord) -> None:
+    """Refuse a record schema whose layout differs from what the lane writes (a ConfigError)."""
+    names = tuple(f["name"] for f in record.avro["fields"])
+    content = next(f for f in record.avro["fields"] if f["name"] == "content")["type"][1]
+    content_names = [f["name"] for f in content["fields"]]
+    if names != FIELDS or content_names != list(record.content_schema.get("properties") or {}):
+        msg = "the device lane does not write this record layout: " + json.dumps(names)
+        raise ConfigError(msg)
+
+
+@dataclass
+class LaneInput:
+    """One batch as the lane reads it (host arrays)."""
+
+    values: npt.NDArray[np.uint8]
+    value_ends: I64
+    meta: npt.NDArray[np.uint8]
+    meta_ends: I64
+    partitions: I64
+    offsets: I64
+    timestamps: I64
+
+    @classmethod
+    def of(cls, core: Any, batch: RawBatch) -> LaneInput:
+        """Pack a batch with the native core (one pass over the Python objects, without the GIL's help)."""
+        values, value_ends, meta, meta_ends = core.lane_input(list(batch.values), list(batch.keys), list(batch.headers))
+        return cls(
+            np.frombuffer(values or b"\0", dtype=np.uint8),
+            np.frombuffer(value_ends, dtype=np.int64),
+            np.frombuffer(meta, dtype=np.uint8),
+            np.frombuffer(meta_ends, dtype=np.int64),
+            np.ascontiguousarray(batch.partitions, dtype=np.int64),
+            np.ascontiguousarray(batch.offsets, dtype=np.int64),
+            np.ascontiguousarray(batch.timestamps_ms, dtype=np.int64),
+        )
+
+
+def starts_of(sizes: I64) -> tuple[I64, I64, I64]:
+    """Each taken row's offset (-1 where not taken), the taken positions, and the taken rows' offsets."""
+    taken = np.flatnonzero(sizes >= 0)
+    kept = sizes[taken]
+    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(kept, out=offsets[1:])
+    starts = np.full(len(sizes), -1, dtype=np.int64)
+    starts[taken] = offsets[:-1]
+    return starts, taken, offsets
+
+
+def merge(batch: RawBatch, fast: EncodedRows, slow: EncodedRows) -> EncodedRows:
+    """Both results' rows in batch order, in one buffer (one slice per run of adjacent rows)."""
+    if len(slow) == 0 or len(fast) == 0:
+        rows = fast if len(slow) == 0 else slow
+        return EncodedRows(rows.buf, rows.offsets, rows.rows, [batch.keys[i] for i in rows.rows.tolist()])
+    positions = np.concatenate([fast.rows, slow.rows])
+    order = np.argsort(positions, kind="stable")
+    lengths = np.concatenate([np.diff(fast.offsets), np.diff(slow.offsets)])[order]
+    starts = np.concatenate([fast.offsets[:-1], slow.offsets[:-1]])[order]
+    source = (order >= len(fast)).astype(np.int8)
+    ends = starts + lengths
+    breaks = np.flatnonzero((starts[1:] != ends[:-1]) | (source[1:] != source[:-1])) + 1
+    firsts = np.concatenate([[0], breaks]).tolist()
+    lasts = np.concatenate([breaks - 1, [len(order) - 1]]).tolist()
+    views = (memoryview(fast.buf), memoryview(slow.buf))
+    src, st, en = source.tolist(), starts.tolist(), ends.tolist()
+    buf = b"".join(views[src[i]][st[i] : en[j]] for i, j in zip(firsts, lasts, strict=True))
+    offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    merged = positions[order]
+    return EncodedRows(buf, offsets, merged, [batch.keys[i] for i in merged.tolist()])
+
+
+def sub_batch(batch: RawBatch, positions: I64) -> RawBatch:
+    """The records at ``positions`` as a batch of their own (for the native core)."""
+    picks = positions.tolist()
+    return RawBatch(
+        values=[batch.values[i] for i in picks],
+        keys=[batch.keys[i] for i in picks],
+        headers=[batch.headers[i] for i in picks],
+        topic=batch.topic,
+        partitions=np.asarray(batch.partitions, dtype=np.int64)[positions],
+        offsets=np.asarray(batch.offsets, dtype=np.int64)[positions],
+        timestamps_ms=np.asarray(batch.timestamps_ms, dtype=np.int64)[positions],
+    )
+
+
+def combine(batch: RawBatch, fast: EncodedRows, rest: ParseResult, rest_positions: I64) -> ParseResult:
+    """The lane's rows plus the native core's result for the bodies it did not take, in batch order."""
+    slow = rest.encoded
+    slow_rows = EncodedRows(slow.buf, slow.offsets, rest_positions[slow.rows], [])
+    return ParseResult(merge(batch, fast, slow_rows), rest.bad)
+
+
+class Executor:
+    """Runs the two passes somewhere; returns each row's size (-1: not taken) and the encoded buffer."""
+
+    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, bytes]:
+        """``(sizes, taken positions, taken rows' offsets, buffer)`` for one packed batch."""
+        raise NotImplementedError
+
+
+class CpuExecutor(Executor):
+    """The lane compiled for the CPU: the same code as on the device, what the tests compare."""
+
+    def __init__(self, tables: ContentTables, max_bytes: int) -> None:
+        """Compile the lane with numba for this CPU."""
+        self.fns = compile_lane("cpu")
+        self.tables = tables
+        self.max_bytes = max_bytes
+
+    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, bytes]:
+        """Both passes in this process."""
+        t = self.tables
+        width = max(t.nprops, 1)
+        scratch = np.zeros(len(li.values), dtype=np.uint8)
+        slots = np.zeros((n, rows_mod.SLOT_COUNT), dtype=np.int64)
+        cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
+        cd = np.zeros((n, width), dtype=np.float64)
+        sizes = np.zeros(n, dtype=np.int64)
+        meta = li.meta if len(li.meta) else np.zeros(1, dtype=np.uint8)
+        rows = (li.partitions, li.offsets, li.timestamps)
+        self.fns.measure(
+            li.values,
+            li.value_ends,
+            meta,
+            li.meta_ends,
+            self.max_bytes,
+            scratch,
+            slots,
+            *t.args(),
+            cs,
+            ce,
+            cv,
+            cd,
+            *rows,
+            sizes,
+        )
+        starts, taken, offsets = starts_of(sizes)
+        out = np.zeros(max(int(offsets[-1]), 1), dtype=np.uint8)
+        self.fns.write(
+            li.values, meta, li.meta_ends, scratch, slots, t.ptab, t.nprops, cs, ce, cv, cd, *rows, starts, out
+        )
+        return sizes, taken, offsets, out[: int(offsets[-1])].tobytes()
+
+
+class LaneTransform:
+    """A batch through the lane plus the native core for what the lane does not take."""
+
+    def __init__(
+        self, settings: Any, executor: Callable[[ContentTables, int], Executor], clock: StageClock | None = None
+    ) -> None:
+        """``settings`` is a ``TransformSettings``; ``executor`` builds the pass runner for the tables."""
+        from gpu_stage.backends.native import NativeBackend
+
+        self.clock = clock or StageClock()
+        record = settings.record
+        check_layout(record)
+        self.native = NativeBackend(settings)
+        self.executor = executor(ContentTables.of(record.content_schema), settings.max_record_bytes)
+        self.taken_rows = 0
+        self.rows = 0
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        """Parse and encode one batch: byte-identical to the native core alone."""
+        n = len(batch)
+        if n == 0:
+            return ParseResult(EncodedRows(), [])
+        with self.clock.stage("lane_pack"):
+            li = LaneInput.of(self.native._core, batch)
+        sizes, taken, offsets, buf = self.executor.encode(li, n)
+        fast = EncodedRows(buf, offsets, taken, [])
+        rest_positions = np.flatnonzero(sizes < 0)
+        with self.clock.stage("lane_rest_native"):
+            rest = self.native.parse(sub_batch(batch, rest_positions))
+        self.rows += n
+        self.taken_rows += len(taken)
+        with self.clock.stage("lane_merge"):
+            return combine(batch, fast, rest, rest_positions)

@@ -1,0 +1,193 @@
+"""The device lane's code, compiled for the CPU, against the native core: same bytes, same dead letters.
+
+The lane (``gpu_stage/backends/lane_*.py``) is the GPU backend's hot path; here numba compiles the very
+same source for the CPU, so its logic is held to the native core on every shared vector, the real
+corpus, generated batches (hypothesis, the native tests' strategies plus bodies in the lane's own
+subset), and synthetic bodies. Identity alone could hold with a lane that takes nothing (the native
+core would do every row), so the tests also assert which rows the lane takes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("numba")
+
+from test_gpu_stage_native import CONTENT_SCHEMAS, _settings, batches
+
+from gpu_stage import synth
+from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.lane import CpuExecutor, LaneTransform, compile_lane
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.vectors import batch_of, load_vectors
+from llmpipe.errors import ConfigError
+from llmpipe.record import TypedRecord
+
+CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "vllm_real"
+LANES = {name: LaneTransform(_settings(name), CpuExecutor) for name in CONTENT_SCHEMAS}
+NATIVE = {name: NativeBackend(_settings(name)) for name in CONTENT_SCHEMAS}
+WIDE = TransformSettings(max_record_bytes=1 << 20)
+
+
+def _same(lane: ParseResult, native: ParseResult) -> None:
+    assert lane.encoded.rows.tolist() == native.encoded.rows.tolist()
+    assert lane.encoded.offsets.tolist() == native.encoded.offsets.tolist()
+    assert lane.encoded.buf == native.encoded.buf
+    assert lane.encoded.keys == native.encoded.keys
+    assert lane.bad == native.bad
+
+
+def _run(lane: LaneTransform, native: NativeBackend, batch: RawBatch) -> tuple[int, int]:
+    """Compare one batch; ``(rows the lane took, good rows)``."""
+    before = lane.taken_rows
+    native_result = native.parse(batch)
+    _same(lane.parse(batch), native_result)
+    return lane.taken_rows - before, len(native_result.encoded)
+
+
+def test_synthetic_bodies_are_all_taken() -> None:
+    batch = synth.batch(synth.bodies(3000))
+    taken, good = _run(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), batch)
+    assert good == 3000 - sum(b.startswith(b'{"error"') for b in batch.values)
+    assert taken == good
+
+
+def test_shared_vectors() -> None:
+    taken, good = _run(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), batch_of(load_vectors()))
+    assert 0 < taken <= good
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus folder {CORPUS} is absent")
+def test_real_corpus() -> None:
+    values = [p.read_bytes() for p in sorted(CORPUS.glob("*.json"))]
+    compact = [json.dumps(json.loads(v), separators=(",", ":")).encode() for v in values]
+    taken, good = _run(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), RawBatch.of_values(values + compact))
+    assert taken >= good * 3 // 4
+
+
+@pytest.mark.parametrize("schema", sorted(CONTENT_SCHEMAS))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batch=batches())
+def test_generated_batches(schema: str, batch: RawBatch) -> None:
+    _run(LANES[schema], NATIVE[schema], batch)
+
+
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=24)
+NUMBERS = st.one_of(
+    st.integers(-(2**60), 2**60),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.decimals(allow_nan=False, allow_infinity=False, places=4).map(float),
+    st.sampled_from([0.1, 0.5, 1e-7, 123456789.125, -0.0, 1e22, 1e23, 5e-324, 2.2250738585072014e-308]),
+)
+
+
+@st.composite
+def lane_bodies(draw: st.DrawFn) -> bytes:
+    """Bodies in the common shape (what the lane takes), with strings, numbers and spacing varied."""
+    content_object = {
+        "sentiment": draw(st.sampled_from(["positive", "neutral", "negative", "other"])),
+        "score": draw(st.floats(0, 1) | st.integers(0, 1) | NUMBERS),
+        "risk_level": draw(st.sampled_from(["low", "medium", "high"])),
+        "topics": draw(st.lists(TEXT, max_size=3)),
+        "needs_review": draw(st.booleans()),
+    }
+    for key in draw(st.sets(st.sampled_from(list(content_object)), max_size=2)):
+        del content_object[key]
+    text = json.dumps(content_object, ensure_ascii=False, indent=draw(st.sampled_from([None, 2])))
+    content = draw(st.sampled_from([text, f"```json\n{text}\n```", f"  {text}\n", "```\n" + text]) | TEXT)
+    message: dict[str, Any] = {"role": "assistant", "content": draw(st.just(content) | st.none() | TEXT)}
+    if draw(st.booleans()):
+        arguments = {draw(TEXT): draw(st.integers(-5, 10**12) | TEXT | st.booleans() | st.none()) for _ in range(2)}
+        raw_arguments = json.dumps(arguments, ensure_ascii=False, indent=draw(st.sampled_from([None, 1])))
+        call = {"id": "c1", "type": "function", "function": {"name": draw(TEXT), "arguments": raw_arguments}}
+        message["tool_calls"] = [call] * draw(st.integers(1, 2))
+    if draw(st.booleans()):
+        message[draw(st.sampled_from(["reasoning", "reasoning_content"]))] = draw(TEXT | st.none())
+    body = {
+        "id": draw(TEXT),
+        "object": draw(st.sampled_from(["chat.completion", "chat.completion.chunk", "text_completion"])),
+        "created": draw(st.integers(0, 2**40)),
+        "model": draw(TEXT),
+        "choices": [
+            {
+                "index": draw(st.integers(0, 3)),
+                draw(st.sampled_from(["message", "delta"])): message,
+                "logprobs": draw(st.none() | st.just({"content": [{"token": "a", "logprob": -0.12345678901234567}]})),
+                "finish_reason": draw(st.sampled_from(["stop", "length", None])),
+                "stop_reason": draw(st.none() | st.integers(0, 10**6) | TEXT),
+            }
+        ],
+        "usage": {
+            "prompt_tokens": draw(st.integers(0, 10**9)),
+            "completion_tokens": 3,
+            "total_tokens": 9,
+            "prompt_tokens_details": draw(st.none() | st.just({"cached_tokens": 4})),
+        },
+        "system_fingerprint": draw(st.none() | TEXT),
+        "prompt_logprobs": None,
+        "kv_transfer_params": None,
+    }
+    return json.dumps(body, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 1]))).encode()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(lane_bodies(), min_size=1, max_size=8))
+def test_bodies_in_the_lanes_subset(values: list[bytes]) -> None:
+    _run(LANES["default"], NATIVE["default"], synth.batch(values))
+
+
+@settings(max_examples=500, deadline=None)
+@given(x=NUMBERS, spelling=st.sampled_from(["repr", "e", "fixed"]))
+def test_numbers_the_lane_takes_are_correctly_rounded(x: float, spelling: str) -> None:
+    fns = compile_lane("cpu")
+    text = {"repr": repr(float(x)), "e": f"{float(x):.6e}", "fixed": f"{float(x):.5f}"}[spelling]
+    raw = np.frombuffer(text.encode(), dtype=np.uint8)
+    end, kind, ivalue, dvalue = fns.scan_number(raw, 0, len(raw))
+    assert end == len(raw)
+    if kind == 2:
+        assert struct.pack("<d", dvalue) == struct.pack("<d", float(text))
+        assert fns.double_bits(dvalue) == struct.unpack("<q", struct.pack("<d", float(text)))[0]
+    elif kind == 1:
+        assert ivalue == int(text)
+    elif kind == 0:
+        assert math.isfinite(float(text))
+    else:  # not taken: only where the value might not be a finite double
+        assert kind == -1 and abs(float(text)) >= 1e290
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    text=st.text(alphabet='[]{}",:0123456789.eE-+ truefalsn\\u', max_size=20)
+    | st.builds(
+        json.dumps,
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        ),
+    )
+)
+def test_skipped_values_are_json(text: str) -> None:
+    """Whatever the lane's strict skipper accepts, Python's strict parser accepts too."""
+    fns = compile_lane("cpu")
+    raw = np.frombuffer(text.encode() or b" ", dtype=np.uint8)
+    end = fns.skip_value(raw, 0, len(text.encode()), True)
+    if end >= 0 and fns.skip_ws(raw, end, len(text.encode())) == len(text.encode()):
+        json.loads(text, parse_constant=lambda c: pytest.fail(f"accepted {c}"))
+
+
+def test_a_schema_with_another_layout_is_refused() -> None:
+    record = TypedRecord.from_file()
+    moved = TypedRecord(record.content_schema)
+    moved.__dict__["avro"] = dict(record.avro, fields=list(reversed(record.avro["fields"])))
+    with pytest.raises(ConfigError, match="record layout"):
+        LaneTransform(TransformSettings(record=moved), CpuExecutor)
