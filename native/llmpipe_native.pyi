@@ -1,6 +1,6 @@
 """Type stubs of the native transform core (see ``gpu_stage/backends/native.py``)."""
 
-from collections.abc import Sequence
+from collections.abc import Buffer, Sequence
 
 class Transform:
     """The transform compiled for one Avro record schema and one content JSON Schema."""
@@ -20,4 +20,5 @@ class Transform:
         values: list[bytes],
         keys: list[bytes | None],
         headers: list[Sequence[tuple[str, bytes | None]]],
-    ) -> tuple[bytes, bytes, bytes, bytes]: ...
+        out: Buffer,
+    ) -> tuple[bytes, bytes, bytes]: ...

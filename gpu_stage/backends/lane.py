@@ -253,12 +253,16 @@ class LaneInput:
     timestamps: I64
 
     @classmethod
-    def of(cls, core: Any, batch: RawBatch) -> LaneInput:
-        """Pack a batch with the native core (one pass over the Python objects, without the GIL's help)."""
-        values, value_ends, meta, meta_ends = core.lane_input(list(batch.values), list(batch.keys), list(batch.headers))
+    def of(cls, core: Any, batch: RawBatch, staging: npt.NDArray[np.uint8]) -> LaneInput:
+        """Pack a batch with the native core: the values go into ``staging`` (large enough for all)."""
+        value_ends, meta, meta_ends = core.lane_input(
+            list(batch.values), list(batch.keys), list(batch.headers), staging
+        )
+        ends = np.frombuffer(value_ends, dtype=np.int64)
+        total = int(ends[-1]) if len(ends) else 0
         return cls(
-            np.frombuffer(values or b"\0", dtype=np.uint8),
-            np.frombuffer(value_ends, dtype=np.int64),
+            staging[: max(total, 1)],
+            ends,
             np.frombuffer(meta, dtype=np.uint8),
             np.frombuffer(meta_ends, dtype=np.int64),
             np.ascontiguousarray(batch.partitions, dtype=np.int64),
@@ -279,10 +283,14 @@ def starts_of(sizes: I64) -> tuple[I64, I64, I64]:
 
 
 def merge(batch: RawBatch, fast: EncodedRows, slow: EncodedRows) -> EncodedRows:
-    """Both results' rows in batch order, in one buffer (one slice per run of adjacent rows)."""
+    """Both results' rows in batch order, copied once into one ``bytes`` (one slice per run of adjacent rows).
+
+    ``fast.buf`` may be any buffer (the lane's page-locked output, reused by the next batch): the
+    result never refers to it.
+    """
     if len(slow) == 0 or len(fast) == 0:
         rows = fast if len(slow) == 0 else slow
-        return EncodedRows(rows.buf, rows.offsets, rows.rows, [batch.keys[i] for i in rows.rows.tolist()])
+        return EncodedRows(bytes(rows.buf), rows.offsets, rows.rows, [batch.keys[i] for i in rows.rows.tolist()])
     positions = np.concatenate([fast.rows, slow.rows])
     order = np.argsort(positions, kind="stable")
     lengths = np.concatenate([np.diff(fast.offsets), np.diff(slow.offsets)])[order]
@@ -292,7 +300,7 @@ def merge(batch: RawBatch, fast: EncodedRows, slow: EncodedRows) -> EncodedRows:
     breaks = np.flatnonzero((starts[1:] != ends[:-1]) | (source[1:] != source[:-1])) + 1
     firsts = np.concatenate([[0], breaks]).tolist()
     lasts = np.concatenate([breaks - 1, [len(order) - 1]]).tolist()
-    views = (memoryview(fast.buf), memoryview(slow.buf))
+    views = (memoryview(fast.buf).cast("B"), memoryview(slow.buf))
     src, st, en = source.tolist(), starts.tolist(), ends.tolist()
     buf = b"".join(views[src[i]][st[i] : en[j]] for i, j in zip(firsts, lasts, strict=True))
     offsets = np.zeros(len(order) + 1, dtype=np.int64)
@@ -325,8 +333,24 @@ def combine(batch: RawBatch, fast: EncodedRows, rest: ParseResult, rest_position
 class Executor:
     """Runs the two passes somewhere; returns each row's size (-1: not taken) and the encoded buffer."""
 
-    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, bytes]:
-        """``(sizes, taken positions, taken rows' offsets, buffer)`` for one packed batch."""
+    _staging: npt.NDArray[np.uint8] | None = None
+
+    def staging(self, size: int) -> npt.NDArray[np.uint8]:
+        """A host buffer of at least ``size`` bytes for a batch's values, reused between batches."""
+        if self._staging is None or len(self._staging) < size:
+            self._staging = self._allocate_host(
+                max(size, int(len(self._staging) * 1.5) if self._staging is not None else 0)
+            )
+        return self._staging
+
+    def _allocate_host(self, size: int) -> npt.NDArray[np.uint8]:
+        return np.empty(max(size, 1), dtype=np.uint8)
+
+    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, Any]:
+        """``(sizes, taken positions, taken rows' offsets, buffer)`` for one packed batch.
+
+        The buffer may be the executor's own (reused by the next batch): callers copy out of it.
+        """
         raise NotImplementedError
 
 
@@ -339,7 +363,7 @@ class CpuExecutor(Executor):
         self.tables = tables
         self.max_bytes = max_bytes
 
-    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, bytes]:
+    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, Any]:
         """Both passes in this process."""
         t = self.tables
         width = max(t.nprops, 1)
@@ -371,7 +395,7 @@ class CpuExecutor(Executor):
         self.fns.write(
             li.values, meta, li.meta_ends, scratch, slots, t.ptab, t.nprops, cs, ce, cv, cd, *rows, starts, out
         )
-        return sizes, taken, offsets, out[: int(offsets[-1])].tobytes()
+        return sizes, taken, offsets, out[: int(offsets[-1])]
 
 
 class LaneTransform:
@@ -397,7 +421,8 @@ class LaneTransform:
         if n == 0:
             return ParseResult(EncodedRows(), [])
         with self.clock.stage("lane_pack"):
-            li = LaneInput.of(self.native._core, batch)
+            staging = self.executor.staging(sum(map(len, batch.values)) + 1)
+            li = LaneInput.of(self.native._core, batch, staging)
         sizes, taken, offsets, buf = self.executor.encode(li, n)
         fast = EncodedRows(buf, offsets, taken, [])
         rest_positions = np.flatnonzero(sizes < 0)

@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
@@ -52,6 +53,10 @@ fn scan_headers<'py>(headers: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py,
     Ok((latency, attributes))
 }
 
+fn bytes_of<'a>(b: &'a Option<Bound<'_, PyBytes>>) -> Option<&'a [u8]> {
+    b.as_ref().map(|b| b.as_bytes())
+}
+
 fn int64s(raw: &[u8], n: usize, what: &str) -> PyResult<Vec<i64>> {
     if raw.len() != n * 8 {
         return Err(PyValueError::new_err(format!("{what}: expected {n} int64 values")));
@@ -64,7 +69,7 @@ fn int64_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &raw)
 }
 
-type LaneInput<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+type LaneInput<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
 
 type RunResult<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyList>);
 
@@ -131,15 +136,18 @@ impl PyTransform {
         Ok((buf, int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
     }
 
-    /// A batch's columns as a device lane takes them: `(values, value_ends, meta, meta_ends)`, the
-    /// values back to back with each one's end (int64), and per record two Avro segments, its
-    /// `request_id` and its `latency_ms` + `attributes` columns, with each segment's end (int64).
+    /// A batch's columns as a device lane takes them. The values are written back to back into
+    /// `out` (a writable, contiguous buffer of at least their total size, e.g. pinned host memory
+    /// the device copies from); returns `(value_ends, meta, meta_ends)`: each value's end (int64),
+    /// and per record two Avro segments, its `request_id` and its `latency_ms` + `attributes`
+    /// columns, with each segment's end (int64). The copying and encoding run without the GIL.
     fn lane_input<'py>(
         &self,
         py: Python<'py>,
         values: &Bound<'py, PyList>,
         keys: &Bound<'py, PyList>,
         headers: &Bound<'py, PyList>,
+        out: &Bound<'py, PyAny>,
     ) -> PyResult<LaneInput<'py>> {
         let n = values.len();
         if keys.len() != n || headers.len() != n {
@@ -152,27 +160,39 @@ impl PyTransform {
             let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
             held.push(Held { value, key, latency, attributes });
         }
-        let mut value_ends = Vec::with_capacity(n);
-        let mut total = 0i64;
-        for h in &held {
-            total += h.value.as_bytes().len() as i64;
-            value_ends.push(total);
+        let target = PyBuffer::<u8>::get(out)?;
+        if target.readonly() || !target.is_c_contiguous() {
+            return Err(PyValueError::new_err("out must be a writable contiguous byte buffer"));
         }
-        let joined = PyBytes::new_with(py, total as usize, |buf| {
-            let mut at = 0;
-            for h in &held {
-                let v = h.value.as_bytes();
-                buf[at..at + v.len()].copy_from_slice(v);
-                at += v.len();
+        let total: usize = held.iter().map(|h| h.value.as_bytes().len()).sum();
+        if target.len_bytes() < total {
+            return Err(PyValueError::new_err(format!("out holds {} bytes, the values need {total}", target.len_bytes())));
+        }
+        let base = target.buf_ptr() as usize;
+        let records: Vec<(&[u8], Option<&[u8]>, Option<&[u8]>, Option<&[u8]>)> = held
+            .iter()
+            .map(|h| (h.value.as_bytes(), bytes_of(&h.key), bytes_of(&h.latency), bytes_of(&h.attributes)))
+            .collect();
+        let inner = &self.inner;
+        // `held` keeps the bytes objects alive and `target` the buffer: both are read and written
+        // without the GIL, so the caller's other threads run meanwhile.
+        let (value_ends, meta, meta_ends) = py.detach(move || {
+            // SAFETY: `target` is a writable, C-contiguous buffer of at least `total` bytes, held
+            // (and not shared with Rust code) until this call returns.
+            let dst = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, total) };
+            let mut value_ends = Vec::with_capacity(records.len());
+            let mut at = 0usize;
+            for (value, ..) in &records {
+                dst[at..at + value.len()].copy_from_slice(value);
+                at += value.len();
+                value_ends.push(at as i64);
             }
-            Ok(())
-        })?;
-        let (mut meta, mut meta_ends) = (Vec::with_capacity(n * 8), Vec::with_capacity(2 * n));
-        let triples = held.iter().map(|h| {
-            (h.key.as_ref().map(|k| k.as_bytes()), h.latency.as_ref().map(|v| v.as_bytes()), h.attributes.as_ref().map(|v| v.as_bytes()))
+            let (mut meta, mut meta_ends) = (Vec::with_capacity(records.len() * 8), Vec::with_capacity(2 * records.len()));
+            inner.meta_segments(records.iter().map(|r| (r.1, r.2, r.3)), &mut meta, &mut meta_ends);
+            (value_ends, meta, meta_ends)
         });
-        self.inner.meta_segments(triples, &mut meta, &mut meta_ends);
-        Ok((joined, int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
+        drop(target);
+        Ok((int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
     }
 }
 
