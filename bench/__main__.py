@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import backends, corpus, machine, peers
 from bench.checksum import Checksum
-from gpu_stage.runtime import tune_gc
+from gpu_stage.runtime import tune_process
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     facts = machine.facts()
     data = _load_corpus(args)
-    tune_gc()  # as the worker does; the peers run under the same setting
+    tune_process()  # as the worker does; the peers run under the same setting
     info = data.facts()
     print(f"corpus: {info['records']:,} bodies, {info['bytes'] / 1e6:.1f} MB, mean {info['mean_body_bytes']} B, "
           f"sha256 {info['sha256'][:16]}", flush=True)

@@ -14,7 +14,7 @@ from prometheus_client import start_http_server
 from gpu_stage import metrics
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.select import choose
-from gpu_stage.runtime import tune_gc
+from gpu_stage.runtime import tune_process
 from gpu_stage.settings import parse
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from llmpipe.errors import FencedError, PipelineError
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         transform = TransformSettings(record=record, max_record_bytes=settings.max_record_bytes)
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
-        tune_gc()
+        tune_process()
         metrics.BACKEND.labels(backend.name).set(1)
         if settings.metrics_port:
             start_http_server(settings.metrics_port, addr=settings.metrics_host)

@@ -29,7 +29,7 @@ from gpu_stage.backends import select
 from gpu_stage.backends.base import Backend, TransformSettings
 from gpu_stage.backends.reference import ROW_LAYOUT, ReferenceBackend
 from gpu_stage.batch import ParseResult, RawBatch
-from gpu_stage.runtime import tune_gc
+from gpu_stage.runtime import tune_process
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", action="store_true", help="also time fastavro per-row encoding")
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     args = parser.parse_args(argv)
-    tune_gc()  # as the worker does
+    tune_process()  # as the worker does
     names = [n for n in args.backends.split(",") if n]
     runs = [run(args.records, make_backend(name), args.batch_size, args.seed) for name in names]
     for one in runs:

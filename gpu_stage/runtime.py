@@ -5,6 +5,8 @@ from __future__ import annotations
 from llmpipe import runtime
 
 GEN0_THRESHOLD = 200_000
+# Batch buffers (values, encoded rows) up to this size are reused instead of mapped afresh.
+HEAP_BUFFER_BYTES = 1 << 30
 
 
 def tune_gc() -> None:
@@ -17,3 +19,9 @@ def tune_gc() -> None:
     counting frees the acyclic objects at once.
     """
     runtime.tune_gc(GEN0_THRESHOLD)
+
+
+def tune_process() -> None:
+    """:func:`tune_gc`, and batch-sized buffers kept on the heap (``llmpipe.runtime.keep_large_buffers``)."""
+    tune_gc()
+    runtime.keep_large_buffers(HEAP_BUFFER_BYTES)

@@ -253,8 +253,11 @@ class LaneInput:
     timestamps: I64
 
     @classmethod
-    def of(cls, core: Any, batch: RawBatch, staging: npt.NDArray[np.uint8]) -> LaneInput:
-        """Pack a batch with the native core: the values go into ``staging`` (large enough for all)."""
+    def of(cls, core: Any, batch: RawBatch, staging: npt.NDArray[np.uint8], columns: tuple[I64, I64, I64]) -> LaneInput:
+        """Pack a batch with the native core: the values go into ``staging`` (large enough for all).
+
+        ``columns`` are the batch's partitions, offsets and timestamps as int64 arrays.
+        """
         value_ends, meta, meta_ends = core.lane_input(
             list(batch.values), list(batch.keys), list(batch.headers), staging
         )
@@ -265,9 +268,7 @@ class LaneInput:
             ends,
             np.frombuffer(meta, dtype=np.uint8),
             np.frombuffer(meta_ends, dtype=np.int64),
-            np.ascontiguousarray(batch.partitions, dtype=np.int64),
-            np.ascontiguousarray(batch.offsets, dtype=np.int64),
-            np.ascontiguousarray(batch.timestamps_ms, dtype=np.int64),
+            *columns,
         )
 
 
@@ -309,17 +310,24 @@ def merge(batch: RawBatch, fast: EncodedRows, slow: EncodedRows) -> EncodedRows:
     return EncodedRows(buf, offsets, merged, [batch.keys[i] for i in merged.tolist()])
 
 
-def sub_batch(batch: RawBatch, positions: I64) -> RawBatch:
+def int_columns(batch: RawBatch) -> tuple[I64, I64, I64]:
+    """The batch's partitions, offsets and timestamps as contiguous int64 arrays (converted once)."""
+    columns = (batch.partitions, batch.offsets, batch.timestamps_ms)
+    return tuple(np.ascontiguousarray(c, dtype=np.int64) for c in columns)  # type: ignore[return-value]
+
+
+def sub_batch(batch: RawBatch, positions: I64, columns: tuple[I64, I64, I64] | None = None) -> RawBatch:
     """The records at ``positions`` as a batch of their own (for the native core)."""
+    partitions, offsets, timestamps = columns or int_columns(batch)
     picks = positions.tolist()
     return RawBatch(
         values=[batch.values[i] for i in picks],
         keys=[batch.keys[i] for i in picks],
         headers=[batch.headers[i] for i in picks],
         topic=batch.topic,
-        partitions=np.asarray(batch.partitions, dtype=np.int64)[positions],
-        offsets=np.asarray(batch.offsets, dtype=np.int64)[positions],
-        timestamps_ms=np.asarray(batch.timestamps_ms, dtype=np.int64)[positions],
+        partitions=partitions[positions],
+        offsets=offsets[positions],
+        timestamps_ms=timestamps[positions],
     )
 
 
@@ -422,12 +430,13 @@ class LaneTransform:
             return ParseResult(EncodedRows(), [])
         with self.clock.stage("lane_pack"):
             staging = self.executor.staging(sum(map(len, batch.values)) + 1)
-            li = LaneInput.of(self.native._core, batch, staging)
+            columns = int_columns(batch)
+            li = LaneInput.of(self.native._core, batch, staging, columns)
         sizes, taken, offsets, buf = self.executor.encode(li, n)
         fast = EncodedRows(buf, offsets, taken, [])
         rest_positions = np.flatnonzero(sizes < 0)
         with self.clock.stage("lane_rest_native"):
-            rest = self.native.parse(sub_batch(batch, rest_positions))
+            rest = self.native.parse(sub_batch(batch, rest_positions, columns))
         self.rows += n
         self.taken_rows += len(taken)
         with self.clock.stage("lane_merge"):
