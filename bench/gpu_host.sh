@@ -3,22 +3,22 @@
 # unit tests of the CPU backends on that host's Python, transform rates of every backend on the same
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
-# Usage: bench/gpu_host.sh OUTDIR [tests|bench|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|transform|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|bench|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|transform|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
 step() { echo "== $*" >&2; "$@" || status=1; }
 two_cores() { taskset -c 0,1 "$@"; }
 { nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv; nproc; python --version; } > "$out/gpu-host-h200.txt" 2>&1
-if [ "$what" != bench ]; then
+if [ "$what" = tests ] || [ "$what" = all ]; then
     step python -m tests.gpu.selfcheck > "$out/gpu-selfcheck-h200.log" 2>&1
     # test_gpu_stage_content checks the validator against jsonschema, a dev dependency GPU hosts may lack.
     step env GPU_PARITY_OUT="$out/gpu-parity-h200.json" python -m pytest -q -p no:cacheprovider tests/gpu \
         tests/unit/gpu_stage --ignore=tests/unit/gpu_stage/test_gpu_stage_content.py > "$out/gpu-tests-h200.log" 2>&1
 fi
-if [ "$what" != tests ]; then
+if [ "$what" = transform ] || [ "$what" = all ]; then
     # The transform on at most 2 CPU cores: large batches, 1 M-record batches, 10 k-record batches.
     step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu,cpu \
         --out "$out/transform-h200.json" > "$out/gpu-bench-h200.log" 2>&1
@@ -26,10 +26,12 @@ if [ "$what" != tests ]; then
         --out "$out/transform-1m-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 500000 --batch-size 10000 --backends gpu,cpu \
         --out "$out/transform-10k-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
+fi
+if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies.
     step python -m gpu_stage.bench_transform --records 200000 --batch-size 100000 \
-        --backends gpu,gpu-cudf,cpu,reference --out "$out/transform-all-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
+        --backends gpu,gpu-cudf,cpu,reference --out "$out/transform-all-h200.json" > "$out/gpu-peers-h200.log" 2>&1
     step python -m bench --records 200000 --backends gpu,cpu --sweep 1000,10000,100000,1000000 \
-        --sweep-min-records 1000000 --out "$out/bench-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
+        --sweep-min-records 1000000 --out "$out/bench-h200.json" >> "$out/gpu-peers-h200.log" 2>&1
 fi
 exit $status
