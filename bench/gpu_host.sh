@@ -20,18 +20,18 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 if [ "$what" = transform ] || [ "$what" = all ]; then
     # The transform on at most 2 CPU cores: large batches, 1 M-record batches, 10 k-record batches.
-    step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu,cpu \
+    step two_cores python -m gpu_stage.bench_transform --records 500000 --batch-size 100000 --backends gpu,cpu \
         --out "$out/transform-h200.json" > "$out/gpu-bench-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 1000000 --backends gpu \
         --out "$out/transform-1m-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 500000 --batch-size 10000 --backends gpu,cpu \
+    step two_cores python -m gpu_stage.bench_transform --records 200000 --batch-size 10000 --backends gpu,cpu \
         --out "$out/transform-10k-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies.
-    step python -m gpu_stage.bench_transform --records 200000 --batch-size 100000 \
+    step python -m gpu_stage.bench_transform --records 100000 --batch-size 50000 \
         --backends gpu,gpu-cudf,cpu,reference --out "$out/transform-all-h200.json" > "$out/gpu-peers-h200.log" 2>&1
-    step python -m bench --records 200000 --backends gpu,cpu --sweep 1000,10000,100000,1000000 \
+    step python -m bench --records 100000 --backends gpu,cpu --sweep 1000,10000,100000,1000000 \
         --sweep-min-records 1000000 --out "$out/bench-h200.json" >> "$out/gpu-peers-h200.log" 2>&1
 fi
 exit $status
