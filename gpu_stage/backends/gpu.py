@@ -176,6 +176,7 @@ class GpuBackend:
         self.pinned_stage: Any = source.PinnedStage() if pinned else None
         self.device_screen: Any = _compile_screen(self.settings.max_record_bytes) if device_screen else None
         self.lane: Any = self._device_lane() if lane == "kernel" else None
+        self.name = "gpu" if self.lane is not None else "gpu-cudf"
 
     def _device_lane(self) -> Any:
         """The device lane, checked on generated bodies against the native core; None where it fails."""

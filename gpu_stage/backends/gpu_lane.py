@@ -64,7 +64,10 @@ class CudaExecutor(Executor):
         """A device array of ``rows`` rows from a grow-only buffer kept under ``name``."""
         held = self._arrays.get(name)
         if held is None or held.shape[0] < rows:
-            capacity = max(rows, 1024, int(held.shape[0] * 1.5) if held is not None else 0)
+            # Free the smaller buffer first: the pool (capped, shared with vLLM) never holds both.
+            self._arrays.pop(name, None)
+            del held
+            capacity = max(rows, 1024)
             held = self._cuda.device_array((capacity, width) if width else (capacity,), dtype=dtype)
             self._arrays[name] = held
         return held[:rows]
