@@ -53,6 +53,22 @@ fn scan_headers<'py>(headers: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py,
     Ok((latency, attributes))
 }
 
+/// Each record's value, key and the two headers the transform reads, checked and kept alive.
+fn hold<'py>(values: &Bound<'py, PyList>, keys: &Bound<'py, PyList>, headers: &Bound<'py, PyList>) -> PyResult<Vec<Held<'py>>> {
+    let n = values.len();
+    if keys.len() != n || headers.len() != n {
+        return Err(PyValueError::new_err("values, keys and headers differ in length"));
+    }
+    let mut held = Vec::with_capacity(n);
+    for i in 0..n {
+        let value = values.get_item(i)?.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("a value must be bytes"))?;
+        let key = optional_bytes(keys.get_item(i)?, "a key")?;
+        let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
+        held.push(Held { value, key, latency, attributes });
+    }
+    Ok(held)
+}
+
 fn bytes_of<'a>(b: &'a Option<Bound<'_, PyBytes>>) -> Option<&'a [u8]> {
     b.as_ref().map(|b| b.as_bytes())
 }
@@ -99,19 +115,10 @@ impl PyTransform {
         timestamps_ms: &[u8],
     ) -> PyResult<RunResult<'py>> {
         let n = values.len();
-        if keys.len() != n || headers.len() != n {
-            return Err(PyValueError::new_err("values, keys and headers differ in length"));
-        }
         let partitions = int64s(partitions, n, "partitions")?;
         let offsets = int64s(offsets, n, "offsets")?;
         let timestamps = int64s(timestamps_ms, n, "timestamps_ms")?;
-        let mut held = Vec::with_capacity(n);
-        for i in 0..n {
-            let value = values.get_item(i)?.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("a value must be bytes"))?;
-            let key = optional_bytes(keys.get_item(i)?, "a key")?;
-            let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
-            held.push(Held { value, key, latency, attributes });
-        }
+        let held = hold(values, keys, headers)?;
         let input_bytes = held.iter().map(|h| h.value.as_bytes().len()).sum();
         let records: Vec<RawRecord<'_>> = held.iter().enumerate().map(|(i, h)| RawRecord {
             value: h.value.as_bytes(),
@@ -149,17 +156,7 @@ impl PyTransform {
         headers: &Bound<'py, PyList>,
         out: &Bound<'py, PyAny>,
     ) -> PyResult<LaneInput<'py>> {
-        let n = values.len();
-        if keys.len() != n || headers.len() != n {
-            return Err(PyValueError::new_err("values, keys and headers differ in length"));
-        }
-        let mut held = Vec::with_capacity(n);
-        for i in 0..n {
-            let value = values.get_item(i)?.cast_into::<PyBytes>().map_err(|_| PyTypeError::new_err("a value must be bytes"))?;
-            let key = optional_bytes(keys.get_item(i)?, "a key")?;
-            let (latency, attributes) = scan_headers(&headers.get_item(i)?)?;
-            held.push(Held { value, key, latency, attributes });
-        }
+        let held = hold(values, keys, headers)?;
         let target = PyBuffer::<u8>::get(out)?;
         if target.readonly() || !target.is_c_contiguous() {
             return Err(PyValueError::new_err("out must be a writable contiguous byte buffer"));

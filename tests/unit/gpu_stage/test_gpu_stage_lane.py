@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from test_gpu_stage_native import CONTENT_SCHEMAS, _settings, batches
+from test_gpu_stage_native import CONTENT_SCHEMAS, _assert_same, _settings, batches
 
 from gpu_stage import synth
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.lane import CpuExecutor, LaneTransform, compile_lane
 from gpu_stage.backends.native import NativeBackend
-from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.batch import RawBatch
 from gpu_stage.vectors import batch_of, load_vectors
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
@@ -39,19 +39,11 @@ NATIVE = {name: NativeBackend(_settings(name)) for name in CONTENT_SCHEMAS}
 WIDE = TransformSettings(max_record_bytes=1 << 20)
 
 
-def _same(lane: ParseResult, native: ParseResult) -> None:
-    assert lane.encoded.rows.tolist() == native.encoded.rows.tolist()
-    assert lane.encoded.offsets.tolist() == native.encoded.offsets.tolist()
-    assert lane.encoded.buf == native.encoded.buf
-    assert lane.encoded.keys == native.encoded.keys
-    assert lane.bad == native.bad
-
-
 def _run(lane: LaneTransform, native: NativeBackend, batch: RawBatch) -> tuple[int, int]:
     """Compare one batch; ``(rows the lane took, good rows)``."""
     before = lane.taken_rows
     native_result = native.parse(batch)
-    _same(lane.parse(batch), native_result)
+    _assert_same(native_result, lane.parse(batch))
     return lane.taken_rows - before, len(native_result.encoded)
 
 
