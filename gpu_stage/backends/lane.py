@@ -15,6 +15,7 @@ transformed by the native core, and the two results are merged in batch order.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -89,8 +90,7 @@ def compile_lane(target: str) -> SimpleNamespace:
         ns["lane_start"] = plain(_zero)
         ns["lane_step"] = plain(_one)
     elif target == "cuda":
-        from numba import cuda
-
+        cuda: Any = importlib.import_module("numba.cuda")
         ns = {"jit": cuda.jit(device=True), "kernel": cuda.jit}
         exec(_GRID_SOURCE, ns)
         ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
