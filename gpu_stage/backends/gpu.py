@@ -1,6 +1,10 @@
-r"""The GPU backend: cuDF reads each batch on the device; rows it cannot reproduce take a slow lane.
+r"""The GPU backend: the device lane by default, or cuDF's reader with a host slow lane (``gpu-cudf``).
 
-What runs where, per batch:
+The device lane (:mod:`gpu_stage.backends.lane`, :mod:`gpu_stage.backends.gpu_lane`) walks each body
+in one CUDA thread and writes the Avro datums on the device; this module starts it, checks it on
+generated bodies against the native core, and falls back to the cuDF path below where it cannot.
+
+What runs where, per batch, on the cuDF path:
 
 1. Pre-screen: which bodies the device reader may see. One device thread per body
    (:mod:`gpu_stage.backends.gpu_screen`): size limit, ``{`` first and ``}`` last, no raw control
