@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 import confluent_kafka
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from llmpipe.errors import ConfigError, DeliveryError, FencedError, SourceError
@@ -283,6 +283,32 @@ def delete_topics(settings: KafkaSettings, names: Sequence[str]) -> None:
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
                 raise DeliveryError(str(exc)) from exc
+
+
+def group_members(settings: KafkaSettings, group: str, timeout_s: float = 10.0) -> tuple[str, list[int]]:
+    """A consumer group's state (``STABLE``, ``PREPARING_REBALANCE``, …) and each member's partition count."""
+    client = admin(settings)  # held until the answer is in: a dropped client never completes its futures
+    future = client.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+    try:
+        described = future.result(timeout=timeout_s + 5)
+    except (KafkaException, TimeoutError) as exc:
+        msg = f"cannot describe consumer group {group}: {exc}"
+        raise SourceError(msg) from exc
+    members = [len(m.assignment.topic_partitions) if m.assignment else 0 for m in described.members]
+    return described.state.name, members
+
+
+def group_offsets(settings: KafkaSettings, group: str, timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """A consumer group's committed offsets (the next offset to read) per topic partition."""
+    client = admin(settings)  # held until the answer is in
+    request = [ConsumerGroupTopicPartitions(group)]
+    future = client.list_consumer_group_offsets(request, request_timeout=timeout_s)[group]
+    try:
+        answer = future.result(timeout=timeout_s + 5)
+    except (KafkaException, TimeoutError) as exc:
+        msg = f"cannot list the offsets of consumer group {group}: {exc}"
+        raise SourceError(msg) from exc
+    return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
 
 
 def end_offsets(settings: KafkaSettings, topic: str) -> dict[int, int]:
