@@ -22,6 +22,11 @@ PARSE_SECONDS = Histogram(
     "Parse and encode time per batch",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 )
+COMMIT_SECONDS = Histogram(
+    "gpu_stage_commit_seconds",
+    "Transaction commit time per batch (consumer offsets, then commit, which waits for delivery)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
 ABORTS = Counter("gpu_stage_transaction_aborts_total", "Aborted transactions", ["cause"])
 LAG = Gauge("gpu_stage_consumer_lag", "Records left to read", ["topic", "partition"])
 BACKEND = Gauge("gpu_stage_backend_info", "Backend in use (value 1)", ["backend"])

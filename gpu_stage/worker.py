@@ -42,6 +42,11 @@ MAX_MESSAGE_BYTES = 64 << 20
 the typed and DLQ topics are created with the same ``max.message.bytes``."""
 
 
+STAGES = ("collect", "parse", "produce", "commit")
+"""A batch's steps: waiting for its records, parse and encode, enqueueing the output, and the
+transaction's commit (consumer offsets, then ``commit_transaction``, which waits for delivery)."""
+
+
 @dataclass
 class Totals:
     """Counts since start, for progress lines and the exit summary."""
@@ -60,6 +65,13 @@ class Totals:
     """Process CPU time (s, all threads, librdkafka's included) when the first input record arrived."""
     cpu_at_last_commit: float = 0.0
     """Process CPU time (s) at the last commit; the difference is the busy span's CPU cost."""
+    stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    """Seconds per step of committed batches (see ``STAGES``): where a batch's latency goes."""
+
+    def per_batch_ms(self) -> str:
+        """Mean milliseconds per committed batch of each step, as ``name=ms`` pairs."""
+        n = max(self.batches, 1)
+        return " ".join(f"{name}={seconds * 1000 / n:.1f}" for name, seconds in self.stage_seconds.items())
 
     def busy_rate(self) -> float:
         """Input records per second from the first input record to the last commit (0 before both)."""
@@ -83,6 +95,9 @@ class Worker:
         self.typed_topic = typed_topic
         self._typed_headers = [(FINGERPRINT_HEADER, fingerprint.encode())]
         self.totals = Totals()
+        self._steps = dict.fromkeys(STAGES, 0.0)
+        """The current batch's seconds per step, added to the totals once it is committed."""
+        self._collect_s = 0.0
         self.stopping = False
         self._buffer = Records()
         self.consumer = Consumer(
@@ -119,8 +134,10 @@ class Worker:
         last_progress = time.monotonic()
         try:
             while not self.stopping:
+                collect_started = time.perf_counter()
                 records = self._collect()
                 if records:
+                    self._collect_s = time.perf_counter() - collect_started
                     self._process(records)
                     idle_since = time.monotonic()
                 elif not self._caught_up():
@@ -189,7 +206,10 @@ class Worker:
         started = time.monotonic()
         parse_started = time.perf_counter()
         result = self.backend.parse(to_batch(records))
-        metrics.PARSE_SECONDS.observe(time.perf_counter() - parse_started)
+        self._steps = dict.fromkeys(STAGES, 0.0)
+        self._steps["collect"] = self._collect_s
+        self._steps["parse"] = time.perf_counter() - parse_started
+        metrics.PARSE_SECONDS.observe(self._steps["parse"])
         self._check_bad(result, len(records))
         try:
             self._transact(records, result)
@@ -236,11 +256,16 @@ class Worker:
         # Each value is a slice of the one encoded buffer (one copy, which librdkafka then takes over).
         ends = encoded.offsets.tolist()
         values = map(encoded.buf.__getitem__, map(slice, ends, islice(ends, 1, None)))
+        produce_started = time.perf_counter()
         producer.produce_many(self.typed_topic, values, encoded.keys, self._typed_headers)
         for bad in result.bad:
             producer.produce(self.settings.dlq_topic, bad.raw, bad.key, bad.headers())
+        commit_started = time.perf_counter()
+        self._steps["produce"] = commit_started - produce_started
         producer.send_offsets(self._commit_offsets(records), self.consumer.group_metadata())
         producer.commit()
+        self._steps["commit"] = time.perf_counter() - commit_started
+        metrics.COMMIT_SECONDS.observe(self._steps["commit"])
 
     def _commit_offsets(self, records: Records) -> TopicPartitions:
         """Offsets after the batch; the consumer's position where it is further on.
@@ -282,6 +307,8 @@ class Worker:
         metrics.RECORDS_OUT.inc(len(result.encoded))
         for (stage, reason), n in Counter((bad.stage, bad.reason.value) for bad in result.bad).items():
             metrics.BAD_RECORDS.labels(stage, reason).inc(n)
+        for name, seconds in self._steps.items():
+            t.stage_seconds[name] += seconds
         metrics.BATCH_RECORDS.observe(len(records))
         metrics.BATCH_SECONDS.observe(time.monotonic() - started)
 
@@ -306,7 +333,7 @@ class Worker:
         t = self.totals
         log.info(
             "summary: in=%d typed=%d dlq=%d batches=%d aborts=%d first_input_at=%.3f last_commit_at=%.3f "
-            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec",
+            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec per_batch_ms: %s",
             t.records_in,
             t.typed,
             t.dead,
@@ -317,6 +344,7 @@ class Worker:
             t.busy_rate(),
             self.backend.name,
             t.busy_cpu_us_per_record(),
+            t.per_batch_ms(),
         )
 
 
