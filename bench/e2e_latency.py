@@ -29,15 +29,21 @@ from bench.e2e_worker import (
     add_run_options,
     check_keys,
     common_result,
+    finish_workers,
     fresh_topics,
     start_workers,
+    stop_workers,
     summaries,
-    wait_workers,
+    wait_group,
 )
 from gpu_stage import synth
 from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
 
 log = logging.getLogger("bench.e2e_latency")
+
+# consume() returns when it has its count or when this wait is over, whichever comes first, and the
+# receive time of a whole call is taken after it returns: a longer wait would count against latency.
+WATCH_WAIT_S = 0.002
 
 
 def pace(bootstrap: str, topic: str, first: int, step: int, records: int, rate: float, t0: float) -> float:
@@ -60,8 +66,12 @@ def pace(bootstrap: str, topic: str, first: int, step: int, records: int, rate: 
 
 def watch(
     bootstrap: str, topics: list[str], records: int, rate: float, t0: float, deadline: float
-) -> npt.NDArray[np.float64]:
-    """Latency (ms) of every record the read_committed watcher receives before ``deadline``."""
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Latency (ms) of each record the read_committed watcher receives before ``deadline``, and its first part.
+
+    The first part ends at the output record's create time (set by the worker's producer); the rest is
+    the worker's transaction commit and the record becoming visible to the watcher.
+    """
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-watch-{uuid.uuid4().hex[:6]}",
         "isolation.level": "read_committed", "enable.auto.commit": False, "fetch.wait.max.ms": 5,
@@ -70,49 +80,66 @@ def watch(
              for t in topics for p in consumer.list_topics(t, timeout=10).topics[t].partitions]
     consumer.assign(parts)
     latencies = np.empty(records, dtype=np.float64)
+    to_produce = np.empty(records, dtype=np.float64)
     seen = 0
     try:
         while seen < records and time.time() < deadline:
-            batch = consumer.consume(10_000, 0.05)
+            batch = consumer.consume(10_000, WATCH_WAIT_S)
             now = time.time()
             for msg in batch:
                 key = msg.key()
                 if msg.error() is None and key is not None and seen < records:
-                    i = int(key[4:])
-                    latencies[seen] = (now - (t0 + i / rate)) * 1000
+                    due = t0 + int(key[4:]) / rate
+                    latencies[seen] = (now - due) * 1000
+                    to_produce[seen] = msg.timestamp()[1] - due * 1000
                     seen += 1
     finally:
         consumer.close()
-    return latencies[:seen]
+    return latencies[:seen], to_produce[:seen]
+
+
+def percentiles(ms: npt.NDArray[np.float64]) -> dict[str, float]:
+    """P50 … P99.9 and the maximum, rounded to 0.1 ms (empty when nothing was received)."""
+    if not len(ms):
+        return {}
+    return {**{f"p{q}": round(float(np.percentile(ms, q)), 1) for q in (50, 90, 99, 99.9)},
+            "max": round(float(ms.max()), 1)}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start workers, offer the load, watch, check; the result dictionary."""
     kafka = KafkaSettings(bootstrap=args.bootstrap)
     topics = fresh_topics(kafka, args, with_raw=True)
-    args.idle_s = max(args.idle_s, args.warmup_s + 5)  # nothing arrives during the warm-up
     try:
-        procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
+        group, procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
+        try:
+            joined_s = wait_group(kafka, group, args.workers, procs, args.join_timeout_s)
+        except SystemExit:
+            stop_workers(procs)
+            raise
+        log.info("%d workers in group %s after %.1fs: offering the load", args.workers, group, joined_s)
         t0 = time.time() + args.warmup_s
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(args.producers) as pool:
             lags = pool.starmap_async(pace, [(args.bootstrap, topics.raw, p, args.producers, args.records,
                                               args.rate, t0) for p in range(args.producers)])
             deadline = t0 + args.records / args.rate + args.drain_s
-            latencies = watch(args.bootstrap, [topics.typed, topics.dlq], args.records, args.rate, t0, deadline)
+            latencies, to_produce = watch(
+                args.bootstrap, [topics.typed, topics.dlq], args.records, args.rate, t0, deadline
+            )
             worst_lag = max(lags.get(timeout=120))
-        codes = wait_workers(procs)
+        codes = finish_workers(kafka, group, topics.raw, procs, args.drain_s, end_marker=False)
         per_worker = summaries(topics.logs, args.workers)
         check = check_keys(kafka, topics.typed, topics.dlq, args.records)
     finally:
         if not args.keep_topics:
             delete_topics(kafka, topics.all())
-    pct = {f"p{q}": round(float(np.percentile(latencies, q)), 1) for q in (50, 90, 99, 99.9)} if len(latencies) else {}
     return {
         **common_result(args, codes, per_worker, check), "offered_per_s": args.rate,
-        "producers": args.producers, "producer_worst_lag_ms": round(worst_lag * 1000, 1),
-        "received": len(latencies), "latency_ms": {**pct, "max": round(float(latencies.max()), 1)}
-        if len(latencies) else {},
+        "producers": args.producers, "join_seconds": round(joined_s, 2),
+        "producer_worst_lag_ms": round(worst_lag * 1000, 1), "received": len(latencies),
+        "latency_ms": percentiles(latencies), "due_to_produced_ms": percentiles(to_produce),
+        "produced_to_visible_ms": percentiles(latencies - to_produce),
     }  # fmt: skip
 
 
@@ -123,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     add_run_options(p, records=100_000, batch_records=2_000, batch_wait_ms=20)
     p.add_argument("--rate", type=float, default=10_000, help="offered records/s")
     p.add_argument("--producers", type=int, default=1, help="paced producer processes sharing the rate")
-    p.add_argument("--warmup-s", type=float, default=8.0, help="workers start and join before the first send")
+    p.add_argument("--warmup-s", type=float, default=1.0,
+                   help="pause between the group being complete and the first send")
     p.add_argument("--drain-s", type=float, default=30.0, help="how long the watcher waits after the last send")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -131,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     lat = result["latency_ms"]
     print(f"{args.records:,} records offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage --backend "
           f"{args.backend} (batches of {args.batch_records}, {args.batch_wait_ms} ms): latency ms {lat}; "
-          f"received {result['received']:,}; producer worst lag {result['producer_worst_lag_ms']} ms; "
+          f"(due -> produced by the worker {result['due_to_produced_ms']}, then -> visible "
+          f"{result['produced_to_visible_ms']}); received {result['received']:,}; "
+          f"producer worst lag {result['producer_worst_lag_ms']} ms; "
           f"exactly once: {result['exactly_once']}")
     out = args.out or RESULTS / f"latency-{result['host'] or 'host'}-{args.backend}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")

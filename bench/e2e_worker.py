@@ -1,9 +1,11 @@
 """``python -m bench.e2e_worker``: raw → typed through a real broker, K gpu_stage workers in one group.
 
 Loads N generated raw records (``gpu_stage.synth`` bodies, unique keys, the connector's headers) into
-a fresh raw topic of P partitions (not timed), starts K ``python -m gpu_stage`` workers in one
-consumer group (one Kafka transaction per batch, ``read_committed``, ``--exit-when-idle``), waits for
-them, and then checks that the ``read_committed`` typed and DLQ topics hold every key exactly once.
+a fresh raw topic of P partitions in one open transaction (not timed), starts K ``python -m gpu_stage``
+workers in one consumer group (one Kafka transaction per batch, ``read_committed``), commits the load
+once all K are in the group and own partitions (so none starts ahead of the others), stops them once
+the group has committed the end of every raw partition, and then checks that the ``read_committed``
+typed and DLQ topics hold every key exactly once.
 
 The rate is over the busy span: from the earliest first input record of any worker to the latest
 last commit, both taken from the workers' closing ``summary:`` lines (wall clock, same host), so
@@ -29,7 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from gpu_stage import synth
-from llmpipe.kafka_io import KafkaSettings, Producer, create_topics, delete_topics, read_topic
+from llmpipe.kafka_io import (
+    KafkaSettings,
+    TransactionalProducer,
+    create_topics,
+    delete_topics,
+    end_offsets,
+    group_members,
+    group_offsets,
+    read_topic,
+)
 from llmpipe.record import TypedRecord
 
 log = logging.getLogger("bench.e2e_worker")
@@ -37,22 +48,68 @@ log = logging.getLogger("bench.e2e_worker")
 RESULTS = Path(__file__).resolve().parent / "results"
 SUMMARY = re.compile(r"summary: in=(\d+) typed=(\d+) dlq=(\d+) batches=(\d+) aborts=(\d+) "
                      r"first_input_at=([\d.]+) last_commit_at=([\d.]+) busy_rate=(\d+)")
+STEPS = re.compile(r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+)")
 HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
+# The load's transaction stays open while the workers start (the broker allows up to an hour).
+LOAD_TXN_TIMEOUT_MS = 900_000
 
 
-def load_raw(kafka: KafkaSettings, topic: str, records: int, partitions: int, pool: int) -> float:
-    """Write ``records`` raw records (bodies cycled from a generated pool); return the seconds it took."""
+def load_raw(kafka: KafkaSettings, topic: str, records: int, partitions: int, pool: int) -> RawLoad:
+    """Write ``records`` raw records (bodies cycled from a generated pool) in one open transaction.
+
+    ``read_committed`` workers see none of them until :meth:`RawLoad.commit`, so every worker can be
+    started and in the group first: the busy span then measures K workers, not the first ones to
+    finish starting up (the GPU backend compiles its kernels at start, for tens of seconds).
+    """
     create_topics(kafka, {topic: partitions}, TOPIC_CONFIG)
     bodies = synth.bodies(min(records, pool))
-    producer = Producer(kafka, {"linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000})
+    producer = TransactionalProducer(
+        kafka, f"bench-load-{uuid.uuid4().hex[:8]}", timeout_s=300,
+        config={"linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
+                "transaction.timeout.ms": LOAD_TXN_TIMEOUT_MS},
+    )  # fmt: skip
     started = time.perf_counter()
-    for i in range(records):
-        producer.produce(topic, bodies[i % len(bodies)], f"req-{i:09d}".encode(), HEADERS)
-        if i % 50_000 == 0:
-            producer.poll(0)
+    producer.begin()
+    keys = (f"req-{i:09d}".encode() for i in range(records))
+    producer.produce_many(topic, (bodies[i % len(bodies)] for i in range(records)), keys, HEADERS)
     producer.flush(300)
-    return time.perf_counter() - started
+    return RawLoad(producer, time.perf_counter() - started)
+
+
+@dataclass
+class RawLoad:
+    """The loaded raw records' open transaction and how long writing them took."""
+
+    producer: TransactionalProducer
+    seconds: float
+
+    def commit(self) -> None:
+        """Make every loaded record visible at once."""
+        self.producer.commit()
+
+    def abort(self) -> None:
+        """Drop the load (the run failed before it started)."""
+        self.producer.abort()
+
+
+def wait_group(kafka: KafkaSettings, group: str, members: int, procs: list[Any], timeout_s: float) -> float:
+    """Block until ``group`` is stable with ``members`` members that each own partitions; the seconds waited.
+
+    Raises ``SystemExit`` when a worker exits first or the time runs out (its log says why).
+    """
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        exited = [k for k, (proc, _) in enumerate(procs) if proc.poll() is not None]
+        if exited:
+            msg = f"worker(s) {exited} exited before the group was complete; see their logs"
+            raise SystemExit(msg)
+        state, owned = group_members(kafka, group)
+        if state == "STABLE" and len(owned) == members and all(owned):
+            return time.monotonic() - started
+        time.sleep(0.25)
+    msg = f"group {group} did not reach {members} members owning partitions in {timeout_s:.0f}s"
+    raise SystemExit(msg)
 
 
 @dataclass(frozen=True)
@@ -84,8 +141,10 @@ def fresh_topics(kafka: KafkaSettings, args: argparse.Namespace, *, with_raw: bo
     return topics
 
 
-def start_workers(args: argparse.Namespace, raw: str, typed_base: str, dlq: str, logs: Path) -> list[Any]:
-    """K worker processes in one group, each with its own transactional id and log file."""
+def start_workers(
+    args: argparse.Namespace, raw: str, typed_base: str, dlq: str, logs: Path
+) -> tuple[str, list[Any]]:
+    """K worker processes in one group (its id is returned), each with its own transactional id and log file."""
     group = f"bench-e2e-{uuid.uuid4().hex[:8]}"
     procs = []
     for k in range(args.workers):
@@ -94,12 +153,46 @@ def start_workers(args: argparse.Namespace, raw: str, typed_base: str, dlq: str,
             "--typed-topic", typed_base, "--dlq-topic", dlq, "--group-id", group,
             "--transactional-id", f"{group}-{k}", "--backend", args.backend,
             "--batch-records", str(args.batch_records), "--batch-wait-ms", str(args.batch_wait_ms),
-            "--exit-when-idle", str(args.idle_s),
+            # A safety net: the run stops the workers itself once the group has committed everything.
+            "--exit-when-idle", str(args.idle_s + args.join_timeout_s),
             "--gpu-pool-bytes", str(args.gpu_pool_bytes),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
-    return procs
+    return group, procs
+
+
+def finish_workers(
+    kafka: KafkaSettings, group: str, raw: str, procs: list[Any], timeout_s: float, *, end_marker: bool
+) -> list[int]:
+    """Wait until ``group`` has committed the end of every ``raw`` partition, then stop the workers; exit codes.
+
+    ``end_marker``: the raw records were written in one transaction, so the last offset of each
+    partition holds its commit marker, and a worker's commit may stop just before a marker it has
+    not fetched yet: a committed offset of ``end - 1`` then also means every record of the partition
+    is typed or dead-lettered. A worker that exits on its own ends the wait too (its exit code tells).
+    """
+    slack = 1 if end_marker else 0
+    ends = {(raw, p): end for p, end in end_offsets(kafka, raw).items()}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and all(proc.poll() is None for proc, _ in procs):
+        committed = group_offsets(kafka, group)
+        if all(committed.get(tp, -1) >= end - slack for tp, end in ends.items()):
+            break
+        time.sleep(0.5)
+    else:
+        if all(proc.poll() is None for proc, _ in procs):
+            log.warning("group %s did not commit the whole input in %.0fs: stopping its workers", group, timeout_s)
+    stop_workers(procs)
+    return [proc.returncode for proc, _ in procs]
+
+
+def stop_workers(procs: list[Any]) -> None:
+    """SIGTERM every worker still running and wait for it (a run that failed before it started)."""
+    for proc, _ in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    wait_workers(procs)
 
 
 def wait_workers(procs: list[Any]) -> list[int]:
@@ -111,8 +204,9 @@ def wait_workers(procs: list[Any]) -> list[int]:
 
 
 def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
-    """Each worker's closing summary line, parsed."""
+    """Each worker's closing summary line, parsed (with its mean milliseconds per batch step)."""
     keys = ("in", "typed", "dlq", "batches", "aborts", "first_input_at", "last_commit_at", "busy_rate")
+    steps = ("collect_ms", "parse_ms", "produce_ms", "commit_ms")
     out = []
     for k in range(workers):
         text = (logs / f"worker-{k}.log").read_text(errors="replace")
@@ -120,7 +214,10 @@ def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
         if not found:
             msg = f"worker {k} wrote no summary line; see {logs / f'worker-{k}.log'}"
             raise SystemExit(msg)
-        out.append(dict(zip(keys, map(float, found[-1]), strict=True)))
+        worker = dict(zip(keys, map(float, found[-1]), strict=True))
+        for per_batch in STEPS.findall(text)[-1:]:
+            worker.update(zip(steps, map(float, per_batch), strict=True))
+        out.append(worker)
     return out
 
 
@@ -159,21 +256,36 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--backend", default="cpu", choices=["cpu", "gpu", "reference"])
     p.add_argument("--batch-records", type=int, default=batch_records)
     p.add_argument("--batch-wait-ms", type=int, default=batch_wait_ms, help="workers close a batch after this long")
-    p.add_argument("--idle-s", type=float, default=5.0, help="workers exit after this long without input")
+    p.add_argument("--idle-s", type=float, default=5.0,
+                   help="workers' own exit without input, on top of the join timeout (a safety net: "
+                   "the run stops them once everything is committed)")
+    p.add_argument("--finish-timeout-s", type=float, default=1800.0,
+                   help="how long the workers may take to process everything once the input is there")
+    p.add_argument("--join-timeout-s", type=float, default=300.0,
+                   help="how long the workers may take to start and join the group (GPU kernels compile at start)")
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--keep-topics", action="store_true")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Load, process, check; the result dictionary."""
+    """Load, start the workers, release the load once they are all in the group, check; the result dictionary."""
     kafka = KafkaSettings(bootstrap=args.bootstrap)
     topics = fresh_topics(kafka, args, with_raw=False)
     try:
-        load_s = load_raw(kafka, topics.raw, args.records, args.partitions, args.pool)
-        log.info("loaded %d raw records into %s in %.1fs", args.records, topics.raw, load_s)
+        load = load_raw(kafka, topics.raw, args.records, args.partitions, args.pool)
+        log.info("loaded %d raw records into %s in %.1fs (not committed yet)", args.records, topics.raw, load.seconds)
+        group, procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
+        try:
+            joined_s = wait_group(kafka, group, args.workers, procs, args.join_timeout_s)
+        except SystemExit:
+            load.abort()
+            stop_workers(procs)
+            raise
+        log.info("%d workers in group %s after %.1fs: committing the load", args.workers, group, joined_s)
+        load.commit()
         started = time.time()
-        codes = wait_workers(start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs))
+        codes = finish_workers(kafka, group, topics.raw, procs, args.finish_timeout_s, end_marker=True)
         wall = time.time() - started
         per_worker = summaries(topics.logs, args.workers)
         busy = [w for w in per_worker if w["in"] > 0]  # a worker that got no input has no span
@@ -183,8 +295,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep_topics:
             delete_topics(kafka, topics.all())
     return {
-        **common_result(args, codes, per_worker, check), "load_seconds": round(load_s, 2),
-        "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
+        **common_result(args, codes, per_worker, check), "load_seconds": round(load.seconds, 2),
+        "join_seconds": round(joined_s, 2), "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
         "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
     }  # fmt: skip
 
