@@ -24,13 +24,19 @@ fi
 # Batches close after 5 ms: a batch's transaction (send offsets + commit, ~20-40 ms on a busy broker)
 # dominates the cycle, so waiting 20 ms more for records to batch up only adds latency.
 rate=${LATENCY_RATE:-200000}
-if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
+latency() {  # BACKEND WORKERS
     python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * 10)) --rate "$rate" --producers 4 \
-        --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --batch-records 5000 --batch-wait-ms 5 \
-        --logs "$out/logs" --out "$out/latency-$host-cpu.json" >> "$out/e2e.log" 2>&1 || status=1
+        --backend "$1" --workers "$2" --partitions 24 --batch-records 5000 --batch-wait-ms 5 \
+        --logs "$out/logs" --out "$out/latency-$host-$1.json" >> "$out/e2e.log" 2>&1 || status=1
+}
+if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
+    latency cpu "${CPU_WORKERS:-12}"
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --out "$out/e2e-$host-gpu.json"
+    if [ "$rate" -gt 0 ]; then
+        latency gpu "${GPU_WORKERS:-8}"
+    fi
 fi
 python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1
 grep -h "records/s\|latency ms" "$out/e2e.log"
