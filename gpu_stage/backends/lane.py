@@ -253,18 +253,26 @@ class LaneInput:
     timestamps: I64
 
     @classmethod
-    def of(cls, core: Any, batch: RawBatch, staging: npt.NDArray[np.uint8], columns: tuple[I64, I64, I64]) -> LaneInput:
-        """Pack a batch with the native core: the values go into ``staging`` (large enough for all).
+    def of(
+        cls, core: Any, batch: RawBatch, staging: Callable[[int], npt.NDArray[np.uint8]], columns: tuple[I64, I64, I64]
+    ) -> LaneInput:
+        """Pack a batch with the native core: the values go into ``staging(size)``, a reused host buffer.
 
+        The native core sums the values' sizes as it packs (one pass over the scattered ``bytes``
+        objects, not two); the buffer grows and the call repeats only when that sum exceeds it.
         ``columns`` are the batch's partitions, offsets and timestamps as int64 arrays.
         """
-        value_ends, meta, meta_ends = core.lane_input(
-            list(batch.values), list(batch.keys), list(batch.headers), staging
-        )
+        lists = (list(batch.values), list(batch.keys), list(batch.headers))
+        buffer = staging(1)
+        packed = core.lane_input(*lists, buffer)
+        if isinstance(packed, int):
+            buffer = staging(packed + 1)
+            packed = core.lane_input(*lists, buffer)
+        value_ends, meta, meta_ends = packed
         ends = np.frombuffer(value_ends, dtype=np.int64)
         total = int(ends[-1]) if len(ends) else 0
         return cls(
-            staging[: max(total, 1)],
+            buffer[: max(total, 1)],
             ends,
             np.frombuffer(meta, dtype=np.uint8),
             np.frombuffer(meta_ends, dtype=np.int64),
@@ -429,9 +437,8 @@ class LaneTransform:
         if n == 0:
             return ParseResult(EncodedRows(), [])
         with self.clock.stage("lane_pack"):
-            staging = self.executor.staging(sum(map(len, batch.values)) + 1)
             columns = int_columns(batch)
-            li = LaneInput.of(self.native._core, batch, staging, columns)
+            li = LaneInput.of(self.native._core, batch, self.executor.staging, columns)
         sizes, taken, offsets, buf = self.executor.encode(li, n)
         fast = EncodedRows(buf, offsets, taken, [])
         rest_positions = np.flatnonzero(sizes < 0)

@@ -8,6 +8,7 @@ pub mod created;
 pub mod dump;
 pub mod extract;
 pub mod json;
+pub mod pack;
 mod py;
 
 use avro::{attribute_entries, opt_long, opt_map, opt_str, MetaRow, Plan};

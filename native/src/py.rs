@@ -36,21 +36,34 @@ fn optional_bytes<'py>(item: Bound<'py, PyAny>, what: &str) -> PyResult<Option<B
 }
 
 /// The last `latency.ms` and `attributes` values among one record's `(name, value)` headers.
-fn scan_headers<'py>(headers: &Bound<'py, PyAny>) -> PyResult<(Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>)> {
-    let (mut latency, mut attributes) = (None, None);
-    for header in headers.try_iter()? {
-        let header = header?;
-        let pair = header.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("a header must be a (name, value) tuple"))?;
-        let name = pair.get_item(0)?;
-        let name = name.cast::<PyString>().map_err(|_| PyTypeError::new_err("a header name must be str"))?;
-        let name = name.to_str()?;
-        if name == LATENCY_MS {
-            latency = optional_bytes(pair.get_item(1)?, "a header value")?;
-        } else if name == ATTRIBUTES {
-            attributes = optional_bytes(pair.get_item(1)?, "a header value")?;
+fn scan_headers<'py>(headers: &Bound<'py, PyAny>) -> PyResult<Found<'py>> {
+    let mut found = (None, None);
+    // A list (what the consumer hands over) is walked in place, without an iterator object per record.
+    if let Ok(list) = headers.cast::<PyList>() {
+        for header in list.iter() {
+            visit_header(&header, &mut found)?;
+        }
+    } else {
+        for header in headers.try_iter()? {
+            visit_header(&header?, &mut found)?;
         }
     }
-    Ok((latency, attributes))
+    Ok(found)
+}
+
+type Found<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyBytes>>);
+
+fn visit_header<'py>(header: &Bound<'py, PyAny>, found: &mut Found<'py>) -> PyResult<()> {
+    let pair = header.cast::<PyTuple>().map_err(|_| PyTypeError::new_err("a header must be a (name, value) tuple"))?;
+    let name = pair.get_borrowed_item(0)?;
+    let name = name.cast::<PyString>().map_err(|_| PyTypeError::new_err("a header name must be str"))?;
+    let name = name.to_str()?;
+    if name == LATENCY_MS {
+        found.0 = optional_bytes(pair.get_item(1)?, "a header value")?;
+    } else if name == ATTRIBUTES {
+        found.1 = optional_bytes(pair.get_item(1)?, "a header value")?;
+    }
+    Ok(())
 }
 
 /// Each record's value, key and the two headers the transform reads, checked and kept alive.
@@ -85,7 +98,12 @@ fn int64_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, &raw)
 }
 
-type LaneInput<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>);
+/// What `lane_input` returns: the packed batch's columns, or the size `out` must have.
+#[derive(IntoPyObject)]
+enum LaneInput<'py> {
+    Packed((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)),
+    Needs(usize),
+}
 
 type RunResult<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyList>);
 
@@ -144,10 +162,11 @@ impl PyTransform {
     }
 
     /// A batch's columns as a device lane takes them. The values are written back to back into
-    /// `out` (a writable, contiguous buffer of at least their total size, e.g. pinned host memory
-    /// the device copies from); returns `(value_ends, meta, meta_ends)`: each value's end (int64),
-    /// and per record two Avro segments, its `request_id` and its `latency_ms` + `attributes`
-    /// columns, with each segment's end (int64). The copying and encoding run without the GIL.
+    /// `out` (a writable, contiguous buffer, e.g. pinned host memory the device copies from);
+    /// returns `(value_ends, meta, meta_ends)`: each value's end (int64), and per record two Avro
+    /// segments, its `request_id` and its `latency_ms` + `attributes` columns, with each segment's
+    /// end (int64). When `out` is smaller than the values' total size, returns that size instead
+    /// (an int) and writes nothing. The copying and encoding run without the GIL.
     fn lane_input<'py>(
         &self,
         py: Python<'py>,
@@ -163,7 +182,8 @@ impl PyTransform {
         }
         let total: usize = held.iter().map(|h| h.value.as_bytes().len()).sum();
         if target.len_bytes() < total {
-            return Err(PyValueError::new_err(format!("out holds {} bytes, the values need {total}", target.len_bytes())));
+            // The caller grows its buffer to this size and calls again (rare: buffers are reused).
+            return Ok(LaneInput::Needs(total));
         }
         let base = target.buf_ptr() as usize;
         let records: Vec<(&[u8], Option<&[u8]>, Option<&[u8]>, Option<&[u8]>)> = held
@@ -177,19 +197,15 @@ impl PyTransform {
             // SAFETY: `target` is a writable, C-contiguous buffer of at least `total` bytes, held
             // (and not shared with Rust code) until this call returns.
             let dst = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, total) };
-            let mut value_ends = Vec::with_capacity(records.len());
-            let mut at = 0usize;
-            for (value, ..) in &records {
-                dst[at..at + value.len()].copy_from_slice(value);
-                at += value.len();
-                value_ends.push(at as i64);
-            }
+            let values: Vec<&[u8]> = records.iter().map(|r| r.0).collect();
+            crate::pack::pack_into(&values, dst);
+            let value_ends = crate::pack::ends_of(&values);
             let (mut meta, mut meta_ends) = (Vec::with_capacity(records.len() * 8), Vec::with_capacity(2 * records.len()));
             inner.meta_segments(records.iter().map(|r| (r.1, r.2, r.3)), &mut meta, &mut meta_ends);
             (value_ends, meta, meta_ends)
         });
         drop(target);
-        Ok((int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
+        Ok(LaneInput::Packed((int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends))))
     }
 }
 
