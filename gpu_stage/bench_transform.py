@@ -37,8 +37,16 @@ log = logging.getLogger(__name__)
 
 
 def make_backend(name: str) -> Backend:
-    """The backend called ``name`` (the GPU one with its default memory pool)."""
+    """The backend called ``name``: the GPU one with its default memory pool.
+
+    ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times.
+    """
     from gpu_stage.backends.gpu import DEFAULT_POOL_BYTES
+
+    if name == "lane-cpu":
+        from gpu_stage.backends.lane import CpuLaneBackend
+
+        return CpuLaneBackend(TransformSettings())
 
     return select.by_name(name, TransformSettings(), DEFAULT_POOL_BYTES)
 
@@ -168,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backends",
         default="cpu,reference",
-        help="comma list of gpu, gpu-cudf, cpu, reference; ratios are to the last one named (the baseline)",
+        help="comma list of gpu, gpu-cudf, lane-cpu, cpu, reference; ratios are to the last one named (the baseline)",
     )
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)

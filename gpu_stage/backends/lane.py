@@ -448,3 +448,27 @@ class LaneTransform:
         self.taken_rows += len(taken)
         with self.clock.stage("lane_merge"):
             return combine(batch, fast, rest, rest_positions)
+
+
+class CpuLaneBackend:
+    """The device lane compiled for this CPU, as a backend: its host stages measured where no GPU is.
+
+    Slower than the native core (numba on one core runs the per-row passes), so never a worker's
+    choice; ``python -m gpu_stage.bench_transform --backends lane-cpu`` reports its stage seconds
+    (pack, the native core's share, merge), which are the GPU backend's host work.
+    """
+
+    name = "lane-cpu"
+
+    def __init__(self, settings: Any) -> None:
+        """``settings`` is a ``TransformSettings``; compiles the lane with numba (about a minute)."""
+        self.lane = LaneTransform(settings, CpuExecutor)
+        self.clock = self.lane.clock
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        """The lane's result: byte-identical to the native core's."""
+        return self.lane.parse(batch)
+
+    def reset_counters(self) -> None:
+        """Forget the stage times of the warm-up batch."""
+        self.clock.reset()

@@ -183,3 +183,16 @@ def test_a_schema_with_another_layout_is_refused() -> None:
     moved.__dict__["avro"] = dict(record.avro, fields=list(reversed(record.avro["fields"])))
     with pytest.raises(ConfigError, match="record layout"):
         LaneTransform(TransformSettings(record=moved), CpuExecutor)
+
+
+def test_cpu_lane_backend_times_the_host_stages_of_what_it_parses() -> None:
+    from gpu_stage.backends.lane import CpuLaneBackend
+
+    backend = CpuLaneBackend(TransformSettings())
+    raw = synth.batch(synth.bodies(300))
+    backend.parse(raw)
+    assert set(backend.clock.seconds) == {"lane_pack", "lane_rest_native", "lane_merge"}
+    backend.reset_counters()
+    assert backend.clock.seconds == {}
+    _assert_same(backend.parse(raw), NativeBackend(TransformSettings()).parse(raw))
+    assert backend.name == "lane-cpu"
