@@ -155,7 +155,7 @@ def start_workers(
             "--batch-records", str(args.batch_records), "--batch-wait-ms", str(args.batch_wait_ms),
             # A safety net: the run stops the workers itself once the group has committed everything.
             "--exit-when-idle", str(args.idle_s + args.join_timeout_s),
-            "--gpu-pool-bytes", str(args.gpu_pool_bytes),
+            "--gpu-pool-bytes", str(args.gpu_pool_bytes), "--parse-chunk-records", str(args.parse_chunk_records),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
@@ -264,6 +264,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--join-timeout-s", type=float, default=300.0,
                    help="how long the workers may take to start and join the group (GPU kernels compile at start)")
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
+    p.add_argument("--parse-chunk-records", type=int, default=10_000,
+                   help="workers parse a batch in chunks of this many records while producing (0: no overlap)")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--keep-topics", action="store_true")
 

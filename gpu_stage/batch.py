@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,29 @@ class RawBatch:
     def __len__(self) -> int:
         """Number of records in the batch."""
         return len(self.values)
+
+    def slice(self, start: int, end: int) -> RawBatch:
+        """Records ``start`` to ``end`` (exclusive) as a batch of their own (columns sliced, not copied per record)."""
+        if start == 0 and end >= len(self):
+            return self
+        return RawBatch(
+            values=self.values[start:end],
+            keys=self.keys[start:end],
+            headers=self.headers[start:end],
+            topic=self.topic,
+            partitions=self.partitions[start:end],
+            offsets=self.offsets[start:end],
+            timestamps_ms=self.timestamps_ms[start:end],
+        )
+
+    def chunks(self, size: int) -> list[tuple[int, int]]:
+        """``(start, end)`` of consecutive chunks of at most ``size`` records (one chunk when ``size`` is 0)."""
+        n = len(self)
+        if size <= 0 or n <= size:
+            return [(0, n)]
+        count = -(-n // size)  # chunks of equal size, none much smaller than the rest
+        bounds = [n * k // count for k in range(count + 1)]
+        return list(pairwise(bounds))
 
     @classmethod
     def of_values(

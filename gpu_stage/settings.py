@@ -30,6 +30,7 @@ class WorkerSettings:
     batch_records: int = 20_000
     batch_bytes: int = 32 << 20
     batch_wait_ms: int = 200
+    parse_chunk_records: int = 10_000
     max_record_bytes: int = 1 << 20
     on_bad: BadPolicy = "dlq"
     max_bad_ratio: float = 0.95
@@ -88,6 +89,15 @@ def parser() -> argparse.ArgumentParser:
         default=200,
         type=int,
         help="close a batch after this long even if small",
+    )
+    env_option(
+        w,
+        "--parse-chunk-records",
+        "GPU_STAGE_PARSE_CHUNK_RECORDS",
+        default=10_000,
+        type=int,
+        help="parse a batch in chunks of this many records, each while the previous one's rows are "
+        "enqueued (0: the whole batch at once, no overlap)",
     )
     env_option(
         w,
@@ -155,6 +165,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
     if args.batch_records < 1 or args.batch_bytes < 1:
         msg = "--batch-records and --batch-bytes must be positive"
         raise ConfigError(msg)
+    if args.parse_chunk_records < 0:
+        msg = "--parse-chunk-records must be 0 or positive"
+        raise ConfigError(msg)
     return WorkerSettings(
         kafka=KafkaSettings.from_args(args),
         raw_topic=args.raw_topic,
@@ -167,6 +180,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         batch_records=args.batch_records,
         batch_bytes=args.batch_bytes,
         batch_wait_ms=args.batch_wait_ms,
+        parse_chunk_records=args.parse_chunk_records,
         max_record_bytes=args.max_record_bytes,
         on_bad=args.on_bad,
         max_bad_ratio=args.max_bad_ratio,

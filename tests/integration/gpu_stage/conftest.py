@@ -63,11 +63,15 @@ def write_raw(kafka: KafkaSettings, topic: str, n: int, bad_every: int = 10) -> 
 
 def worker_command(kafka: KafkaSettings, raw: str, typed_base: str, dlq: str, group: str,
                    txn_id: str, idle_s: float = 4.0) -> list[str]:
-    """``python -m gpu_stage`` on the CPU backend, exiting when the input stays idle."""
+    """``python -m gpu_stage`` on the CPU backend, exiting when the input stays idle.
+
+    Batches of up to 5,000 records are parsed in chunks of 1,500, so every run overlaps parsing
+    with producing inside its transactions.
+    """
     return [sys.executable, "-m", "gpu_stage", "--backend", "cpu", "--bootstrap", kafka.bootstrap,
             "--raw-topic", raw, "--typed-topic", typed_base, "--dlq-topic", dlq, "--group-id", group,
             "--transactional-id", txn_id, "--exit-when-idle", str(idle_s), "--batch-records", "5000",
-            "--log-level", "INFO"]
+            "--parse-chunk-records", "1500", "--log-level", "INFO"]
 
 
 STARTED: list[subprocess.Popen[bytes]] = []

@@ -127,3 +127,27 @@ def test_a_body_just_under_the_size_limit_is_typed_not_a_crash(
     row = schemaless_reader(io.BytesIO(typed[b"big"] or b""), TypedRecord.from_file().parsed_avro, None)
     assert row["content_text"] == text + " — 答案"
     assert read_topic(kafka, dlq) == []
+
+
+def test_on_bad_fail_stops_and_aborts_the_rows_already_produced(
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path
+) -> None:
+    from llmpipe.kafka_io import Producer
+
+    raw, base, dlq = _topics(new_topic, partitions=1)
+    producer = Producer(kafka)
+    for i in range(3000):  # the first chunk of the batch is all good and gets produced
+        producer.produce(raw, chat_body(i), f"req-{i}".encode())
+    producer.produce(raw, b"{not json", b"bad")
+    producer.flush()
+    command = worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}")
+    command += ["--on-bad", "fail", "--batch-wait-ms", "3000"]  # all 3,001 records in one batch
+    proc = start_worker(command, tmp_path / "w.log")
+    assert proc.wait(timeout=120) == 1
+    assert "bad record at" in (tmp_path / "w.log").read_text()
+
+    assert read_topic(kafka, typed_topic(base)) == []
+    assert read_topic(kafka, dlq) == []
+    aborted = read_topic(kafka, typed_topic(base), isolation="read_uncommitted")
+    assert 1 <= len(aborted) < 3000
+    assert {m.key for m in aborted} <= {f"req-{i}".encode() for i in range(3000)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,37 @@ def test_synthetic_bodies_are_deterministic_and_all_accounted_for(make: MakeBack
     assert len(result) == 300
     error_bodies = sum(1 for v in values if v.startswith(b'{"error":'))
     assert [b.reason for b in result.bad] == [Reason.UPSTREAM_ERROR] * error_bodies
+
+
+def test_chunks_cover_the_batch_in_order_with_near_equal_sizes() -> None:
+    batch = RawBatch.of_values([b"x"] * 25, first_offset=100)
+    assert batch.chunks(10) == [(0, 8), (8, 16), (16, 25)]
+    assert batch.chunks(0) == [(0, 25)]
+    assert batch.chunks(25) == [(0, 25)]
+    assert RawBatch.of_values([]).chunks(10) == [(0, 0)]
+    for size in (1, 3, 7, 24):
+        chunks = batch.chunks(size)
+        assert chunks[0][0] == 0 and chunks[-1][1] == 25
+        assert all(end == nxt for (_, end), (nxt, _) in pairwise(chunks))
+        assert all(0 < end - start <= size for start, end in chunks)
+
+
+def test_slice_keeps_every_column_of_the_records_it_takes() -> None:
+    batch = RawBatch(
+        values=[b"a", b"b", b"c", b"d"],
+        keys=[b"k0", None, b"k2", b"k3"],
+        headers=[[("h", b"0")], [], [("h", b"2")], []],
+        topic="t",
+        partitions=np.array([0, 1, 0, 1], dtype=np.int64),
+        offsets=np.array([5, 6, 7, 8], dtype=np.int64),
+        timestamps_ms=[10, 11, 12, 13],
+    )
+    part = batch.slice(1, 3)
+    assert list(part.values) == [b"b", b"c"]
+    assert list(part.keys) == [None, b"k2"]
+    assert list(part.headers) == [[], [("h", b"2")]]
+    assert part.partitions.tolist() == [1, 0]  # type: ignore[union-attr]
+    assert part.offsets.tolist() == [6, 7]  # type: ignore[union-attr]
+    assert list(part.timestamps_ms) == [11, 12]
+    assert part.topic == "t"
+    assert batch.slice(0, 4) is batch
