@@ -1,0 +1,103 @@
+"""The worker's chunked parse: chunks parsed on the parse thread, rows enqueued in batch order, no broker."""
+
+from __future__ import annotations
+
+import threading
+from concurrent import futures
+from typing import Any
+
+import pytest
+
+from gpu_stage import synth
+from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.settings import WorkerSettings
+from gpu_stage.worker import STAGES, Worker
+from llmpipe.errors import ParseError
+from llmpipe.kafka_io import KafkaSettings
+
+
+class RecordingProducer:
+    """Stands in for the transactional producer: keeps what each ``produce_many`` call enqueued."""
+
+    def __init__(self) -> None:
+        self.keys: list[list[bytes | None]] = []
+
+    def produce_many(self, topic: str, values: Any, keys: Any, headers: Any) -> None:
+        del topic, headers
+        assert len(list(values)) == len(keys)
+        self.keys.append(list(keys))
+
+
+class ThreadNoting:
+    """The native backend, noting the thread and the size of every call."""
+
+    def __init__(self) -> None:
+        self.inner = NativeBackend(TransformSettings())
+        self.calls: list[tuple[str, int]] = []
+
+    @property
+    def name(self) -> str:
+        return "cpu"
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        self.calls.append((threading.current_thread().name, len(batch)))
+        return self.inner.parse(batch)
+
+
+def _worker(chunk: int, on_bad: str = "dlq") -> tuple[Worker, ThreadNoting, RecordingProducer]:
+    worker = Worker.__new__(Worker)  # no consumer or producer: only the parse-and-produce step runs
+    worker.settings = WorkerSettings(kafka=KafkaSettings(), parse_chunk_records=chunk, on_bad=on_bad)  # type: ignore[arg-type]
+    backend, producer = ThreadNoting(), RecordingProducer()
+    worker.backend, worker.producer = backend, producer  # type: ignore[assignment]
+    worker.typed_topic, worker._typed_headers = "typed", []
+    worker._parser = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
+    worker._steps = dict.fromkeys(STAGES, 0.0)
+    return worker, backend, producer
+
+
+def _good_bodies(n: int) -> list[bytes]:
+    pool = synth.bodies(2 * n)  # the generator mixes in error bodies: keep the good ones
+    bad = {b.offset for b in NativeBackend(TransformSettings()).parse(synth.batch(pool)).bad}
+    return [body for i, body in enumerate(pool) if i not in bad][:n]
+
+
+def _batch(n: int, bad_at: set[int]) -> RawBatch:
+    values = [b"{not json" if i in bad_at else body for i, body in enumerate(_good_bodies(n))]
+    batch = synth.batch(values)
+    return RawBatch(values=batch.values, keys=[f"k{i}".encode() for i in range(n)], headers=batch.headers,
+                    topic=batch.topic, partitions=batch.partitions, offsets=batch.offsets,
+                    timestamps_ms=batch.timestamps_ms)  # fmt: skip
+
+
+def test_chunks_are_parsed_on_the_parse_thread_and_enqueued_in_batch_order() -> None:
+    batch = _batch(1_000, bad_at={5, 420, 999})
+    worker, backend, producer = _worker(chunk=300)
+    outcome = worker._parse_and_produce(batch)
+    worker._parser.shutdown()
+
+    assert [size for _, size in backend.calls] == [250, 250, 250, 250]
+    assert all(name.startswith("parse") for name, _ in backend.calls)
+    whole = NativeBackend(TransformSettings()).parse(batch)
+    assert [k for chunk in producer.keys for k in chunk] == whole.encoded.keys
+    assert outcome.typed == len(whole.encoded) == 997
+    assert [b.offset for b in outcome.bad] == [5, 420, 999]
+    assert worker._steps["parse"] > 0 and worker._steps["produce"] > 0
+
+
+def test_no_chunking_parses_the_batch_in_one_call() -> None:
+    worker, backend, producer = _worker(chunk=0)
+    outcome = worker._parse_and_produce(_batch(500, bad_at=set()))
+    worker._parser.shutdown()
+    assert [size for _, size in backend.calls] == [500]
+    assert len(producer.keys) == 1 and outcome.typed == 500
+
+
+def test_on_bad_fail_stops_before_enqueueing_the_chunk_with_the_bad_record() -> None:
+    worker, backend, producer = _worker(chunk=100, on_bad="fail")
+    with pytest.raises(ParseError, match=r"bad record at .*\[0\]@250"):
+        worker._parse_and_produce(_batch(400, bad_at={250}))
+    worker._parser.shutdown()
+    assert [len(keys) for keys in producer.keys] == [100, 100]  # the chunks before it, then it stopped
+    assert len(backend.calls) <= 4
