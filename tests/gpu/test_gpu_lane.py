@@ -55,3 +55,19 @@ def test_generated_batches(lane: Any, batch: RawBatch) -> None:
 @given(values=st.lists(lane_bodies(), min_size=1, max_size=64))
 def test_bodies_in_the_lanes_subset(lane: Any, values: list[bytes]) -> None:
     _run(lane, NATIVE, synth.batch(values))
+
+
+def test_the_worker_parse_thread_gives_the_same_bytes() -> None:
+    """The worker parses chunks on a thread of its own: the backend built on this thread must work there."""
+    from concurrent import futures
+
+    from gpu_stage.backends.gpu import GpuBackend
+
+    backend = GpuBackend(TransformSettings())
+    batch = synth.batch(synth.bodies(20_000))
+    here = backend.parse(batch)
+    with futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse") as pool:
+        there = [pool.submit(backend.parse, batch.slice(start, end)).result() for start, end in batch.chunks(7_000)]
+    assert b"".join(bytes(r.encoded.buf) for r in there) == bytes(here.encoded.buf)
+    assert [b.offset for r in there for b in r.bad] == [b.offset for b in here.bad]
+    assert backend.lane is not None and backend.lane.taken_rows > 0
