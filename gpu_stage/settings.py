@@ -97,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
         default=10_000,
         type=int,
         help="parse a batch in chunks of this many records, each while the previous one's rows are "
-        "enqueued (0: the whole batch at once, no overlap)",
+        "enqueued (0: the whole batch at once on the main thread, no overlap)",
     )
     env_option(
         w,

@@ -283,28 +283,36 @@ class Worker:
 
         The backends do their work without the GIL (the native core, the device lane's packing and
         kernels), so chunk k+1 is parsed while this thread hands chunk k's rows to librdkafka: a
-        batch takes about the longer of the two instead of their sum. Rows keep the batch order.
+        batch takes about the longer of the two instead of their sum. Rows keep the batch order. A
+        batch of one chunk (``--parse-chunk-records 0``) is parsed on this thread.
         """
         chunks = batch.chunks(self.settings.parse_chunk_records)
         outcome = Outcome()
+        if len(chunks) == 1:  # nothing to overlap: parse on this thread
+            self._produce_chunk(self._timed_parse(batch), outcome)
+            return outcome
         pending = self._parser.submit(self._timed_parse, batch.slice(*chunks[0]))
         try:
             for k in range(len(chunks)):
                 result = pending.result()
                 if k + 1 < len(chunks):
                     pending = self._parser.submit(self._timed_parse, batch.slice(*chunks[k + 1]))
-                if self.settings.on_bad == "fail":
-                    self._check_bad(result.bad, 0)  # stop at the first bad record, before producing more
-                produce_started = time.perf_counter()
-                self._produce_typed(result)
-                self._steps["produce"] += time.perf_counter() - produce_started
-                outcome.typed += len(result.encoded)
-                outcome.bad += result.bad
+                self._produce_chunk(result, outcome)
         except BaseException:
             pending.cancel()
             futures.wait([pending])  # nothing of this batch runs on into the next one
             raise
         return outcome
+
+    def _produce_chunk(self, result: ParseResult, outcome: Outcome) -> None:
+        """Enqueue one chunk's typed rows and add it to the batch's outcome."""
+        if self.settings.on_bad == "fail":
+            self._check_bad(result.bad, 0)  # stop at the first bad record, before producing more
+        produce_started = time.perf_counter()
+        self._produce_typed(result)
+        self._steps["produce"] += time.perf_counter() - produce_started
+        outcome.typed += len(result.encoded)
+        outcome.bad += result.bad
 
     def _timed_parse(self, batch: RawBatch) -> ParseResult:
         started = time.perf_counter()

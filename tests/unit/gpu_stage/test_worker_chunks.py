@@ -86,11 +86,11 @@ def test_chunks_are_parsed_on_the_parse_thread_and_enqueued_in_batch_order() -> 
     assert worker._steps["parse"] > 0 and worker._steps["produce"] > 0
 
 
-def test_no_chunking_parses_the_batch_in_one_call() -> None:
+def test_no_chunking_parses_the_batch_in_one_call_on_the_calling_thread() -> None:
     worker, backend, producer = _worker(chunk=0)
     outcome = worker._parse_and_produce(_batch(500, bad_at=set()))
     worker._parser.shutdown()
-    assert [size for _, size in backend.calls] == [500]
+    assert backend.calls == [(threading.current_thread().name, 500)]
     assert len(producer.keys) == 1 and outcome.typed == 500
 
 
