@@ -43,7 +43,8 @@ CMD ["python", "-m", "gpu_stage", "--help"]
 # ---- gpu: app + cuDF (its wheels bring the CUDA runtime; the host needs only the driver)
 FROM app AS gpu
 USER root
-RUN pip install ".[gpu]"
+# The kernel cache folder exists, owned by the worker's user, so a volume mounted there is writable.
+RUN pip install ".[gpu]" && install -d -o 10001 /var/cache/llmpipe/kernels
 USER 10001
 
 # ---- flink: JobManager/TaskManager/submitter image with PyFlink and the connector jars

@@ -41,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.print_schema:
             print_schema(record, typed_topic)
             return 0
-        transform = TransformSettings(record=record, max_record_bytes=settings.max_record_bytes)
+        transform = TransformSettings(
+            record=record, max_record_bytes=settings.max_record_bytes, kernel_cache=settings.kernel_cache
+        )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         tune_process()
         metrics.BACKEND.labels(backend.name).set(1)

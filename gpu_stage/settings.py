@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
+from gpu_stage.backends.base import default_kernel_cache
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings
 from llmpipe.settings import env_option
@@ -36,6 +38,7 @@ class WorkerSettings:
     max_bad_ratio: float = 0.95
     min_batch_for_ratio: int = 100
     gpu_pool_bytes: int = 2 << 30
+    kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
@@ -131,6 +134,13 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="cap of the GPU memory pool (vLLM shares the card)",
     )
+    env_option(
+        w,
+        "--kernel-cache",
+        "GPU_STAGE_KERNEL_CACHE",
+        help="folder for the GPU kernels compiled at start, reused by later starts; unset: "
+        "$XDG_CACHE_HOME/llmpipe/kernels (~/.cache/…); '' compiles them at every start",
+    )
     o = p.add_argument_group("operation")
     env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=int, help="serve Prometheus metrics here")
     env_option(
@@ -185,11 +195,19 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         on_bad=args.on_bad,
         max_bad_ratio=args.max_bad_ratio,
         gpu_pool_bytes=args.gpu_pool_bytes,
+        kernel_cache=_kernel_cache(args.kernel_cache),
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,
         txn_deadline_s=args.txn_deadline,
     )
+
+
+def _kernel_cache(option: str | None) -> Path | None:
+    """The kernel cache folder from ``--kernel-cache``: the user's cache when unset, none when empty."""
+    if option is None:
+        return default_kernel_cache()
+    return Path(option) if option else None
 
 
 def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, WorkerSettings]:

@@ -7,7 +7,9 @@ backend runs (``gpu_stage/semantics.md`` is the contract both implement).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from gpu_stage.batch import ParseResult, RawBatch
@@ -18,13 +20,23 @@ STAGE = "gpu_stage"
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
 
 
+def default_kernel_cache() -> Path:
+    """Where compiled device-lane kernels are kept between runs: the user's cache directory."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmpipe" / "kernels"
+
+
 @dataclass(frozen=True)
 class TransformSettings:
-    """What a backend needs to know: the typed record (content schema) and the size limit."""
+    """What a backend needs to know: the typed record (content schema), the size limit, the kernel cache.
+
+    ``kernel_cache`` is where the device lane keeps its compiled kernels between runs (None: compile
+    them at every start, tens of seconds).
+    """
 
     record: TypedRecord = field(default_factory=TypedRecord.from_file)
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     stage: str = STAGE
+    kernel_cache: Path | None = field(default_factory=default_kernel_cache)
 
 
 @runtime_checkable

@@ -189,7 +189,7 @@ class GpuBackend:
             cuda_lane = importlib.import_module("gpu_stage.backends.gpu_lane")
             clock = self.clock
             transform = lane_mod.LaneTransform(
-                self.settings, lambda tables, limit: cuda_lane.CudaExecutor(tables, limit, clock), clock
+                self.settings, lambda tables, limit, cache: cuda_lane.CudaExecutor(tables, limit, cache, clock), clock
             )
             probe = importlib.import_module("gpu_stage.synth")
             batch = probe.batch(probe.bodies(256))

@@ -11,6 +11,7 @@ allocates nothing. Importing this module needs numba-cuda (it ships with cuDF); 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,12 +29,17 @@ THREADS = 128
 class CudaExecutor(Executor):
     """Both passes on the current CUDA device."""
 
-    def __init__(self, tables: ContentTables, max_bytes: int, clock: StageClock | None = None) -> None:
-        """Compile the lane for CUDA (kernels compile on their first launch) and upload the schema tables."""
+    def __init__(
+        self, tables: ContentTables, max_bytes: int, cache: Path | None = None, clock: StageClock | None = None
+    ) -> None:
+        """Compile the lane for CUDA and upload the schema tables.
+
+        Kernels compile on their first launch, or load from ``cache`` when an earlier run compiled them.
+        """
         from numba import cuda
 
         self._cuda = cuda
-        self.fns = compile_lane("cuda")
+        self.fns = compile_lane("cuda", cache)
         self.max_bytes = max_bytes
         self.nprops = tables.nprops
         self.clock = clock or StageClock()

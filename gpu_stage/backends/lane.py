@@ -15,10 +15,15 @@ transformed by the native core, and the two results are merged in batch order.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import json
+import logging
 import math
-from collections.abc import Callable, Mapping
+import sys
+import types
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,6 +37,8 @@ from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
+
+log = logging.getLogger(__name__)
 
 I64 = npt.NDArray[np.int64]
 _HERE = Path(__file__).parent
@@ -76,33 +83,85 @@ FIELDS = (
 
 
 @functools.cache
-def compile_lane(target: str) -> SimpleNamespace:
+def compile_lane(target: str, cache: Path | None = None) -> SimpleNamespace:
     """The lane's functions compiled for ``"cpu"`` (numba.njit) or ``"cuda"`` (numba.cuda), once per process.
 
     numba compiles each function on its first call; the content schema is data (:class:`ContentTables`),
-    so one compilation serves every schema.
+    so one compilation serves every schema. With ``cache`` the compiled code is kept on disk between
+    processes (a worker then starts in about a second instead of tens): see :func:`_cached_namespace`.
     """
-    if target == "cpu":
-        import numba
-
-        plain: Callable[..., Any] = numba.njit(cache=False)
-        ns: dict[str, Any] = {"jit": plain, "kernel": plain}
-        ns["lane_start"] = plain(_zero)
-        ns["lane_step"] = plain(_one)
-    elif target == "cuda":
-        cuda: Any = importlib.import_module("numba.cuda")
-        ns = {"jit": cuda.jit(device=True), "kernel": cuda.jit}
-        exec(_GRID_SOURCE, ns)
-        ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
-        ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
-    else:
+    if target not in ("cpu", "cuda"):
         msg = f"unknown lane target {target!r}"
         raise ConfigError(msg)
-    ns["__name__"] = f"gpu_stage.backends.lane_{target}"
-    for source in _SOURCES:
-        path = _HERE / source
-        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
+    if cache is not None:
+        try:
+            return _compile(target, _cached_namespace(target, cache))
+        except Exception as exc:  # an unwritable folder, a numba without caching: compile as before
+            log.warning("device lane kernels not cached in %s: %s", cache, exc)
+    return _compile(target, {"__name__": f"gpu_stage.backends.lane_{target}"})
+
+
+def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
+    """Execute the lane's sources into ``ns`` with ``target``'s decorators (cached ones when ``ns`` says so)."""
+    folder = ns.get("_cache")
+    with _numba_cache_dir(folder):
+        if target == "cpu":
+            import numba
+
+            plain: Callable[..., Any] = numba.njit(cache=folder is not None)
+            ns.update(jit=plain, kernel=plain)
+            ns["lane_start"] = plain(_zero)
+            ns["lane_step"] = plain(_one)
+        else:
+            cuda: Any = importlib.import_module("numba.cuda")
+            # Kernels are cached whole (their device functions are compiled into them).
+            ns.update(jit=cuda.jit(device=True), kernel=cuda.jit(cache=True) if folder is not None else cuda.jit)
+            exec(_GRID_SOURCE, ns)
+            ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
+            ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
+        for source in _SOURCES:
+            path = _HERE / source
+            exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
     return SimpleNamespace(**ns)
+
+
+def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
+    """A fresh module for the lane's functions, registered under a name keyed by everything they compile from.
+
+    numba keys a cached function by its source file's time stamp only, but a lane kernel compiles
+    in functions of other files: so each version of the lane's sources (and of numba, Python and
+    the target) gets a folder of its own. The functions must belong to an importable module for
+    numba to store and load them, hence the entry in ``sys.modules``.
+    """
+    import numba
+
+    digest = hashlib.sha256()
+    for part in (target, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "lane.py"))):
+        digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
+    key = digest.hexdigest()[:16]
+    folder = cache / f"lane-{target}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"gpu_stage.backends._lane_{target}_{key}"
+    module = sys.modules.get(name) or types.ModuleType(name)
+    sys.modules[name] = module
+    module.__dict__.update(_cache=folder)
+    return module.__dict__
+
+
+@contextmanager
+def _numba_cache_dir(folder: Path | None) -> Iterator[None]:
+    """Numba's cache folder while the lane's functions are defined (each takes it from the config then)."""
+    if folder is None:
+        yield
+        return
+    from numba.core import config
+
+    before = config.CACHE_DIR
+    config.CACHE_DIR = str(folder)
+    try:
+        yield
+    finally:
+        config.CACHE_DIR = before
 
 
 def _zero() -> int:
@@ -373,9 +432,9 @@ class Executor:
 class CpuExecutor(Executor):
     """The lane compiled for the CPU: the same code as on the device, what the tests compare."""
 
-    def __init__(self, tables: ContentTables, max_bytes: int) -> None:
-        """Compile the lane with numba for this CPU."""
-        self.fns = compile_lane("cpu")
+    def __init__(self, tables: ContentTables, max_bytes: int, cache: Path | None = None) -> None:
+        """Compile the lane with numba for this CPU (or load it from ``cache``)."""
+        self.fns = compile_lane("cpu", cache)
         self.tables = tables
         self.max_bytes = max_bytes
 
@@ -418,16 +477,24 @@ class LaneTransform:
     """A batch through the lane plus the native core for what the lane does not take."""
 
     def __init__(
-        self, settings: Any, executor: Callable[[ContentTables, int], Executor], clock: StageClock | None = None
+        self,
+        settings: Any,
+        executor: Callable[[ContentTables, int, Path | None], Executor],
+        clock: StageClock | None = None,
     ) -> None:
-        """``settings`` is a ``TransformSettings``; ``executor`` builds the pass runner for the tables."""
+        """Check the layout and build the pass runner.
+
+        ``settings`` is a ``TransformSettings``; ``executor`` builds the pass runner from the content
+        tables, the size limit and the kernel cache.
+        """
         from gpu_stage.backends.native import NativeBackend
 
         self.clock = clock or StageClock()
         record = settings.record
         check_layout(record)
         self.native = NativeBackend(settings)
-        self.executor = executor(ContentTables.of(record.content_schema), settings.max_record_bytes)
+        tables = ContentTables.of(record.content_schema)
+        self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.taken_rows = 0
         self.rows = 0
 

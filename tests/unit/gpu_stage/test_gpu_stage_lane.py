@@ -141,7 +141,7 @@ def test_bodies_in_the_lanes_subset(values: list[bytes]) -> None:
 @settings(max_examples=500, deadline=None)
 @given(x=NUMBERS, spelling=st.sampled_from(["repr", "e", "fixed"]))
 def test_numbers_the_lane_takes_are_correctly_rounded(x: float, spelling: str) -> None:
-    fns = compile_lane("cpu")
+    fns = compile_lane("cpu", WIDE.kernel_cache)
     text = {"repr": repr(float(x)), "e": f"{float(x):.6e}", "fixed": f"{float(x):.5f}"}[spelling]
     raw = np.frombuffer(text.encode(), dtype=np.uint8)
     end, kind, ivalue, dvalue = fns.scan_number(raw, 0, len(raw))
@@ -170,7 +170,7 @@ def test_numbers_the_lane_takes_are_correctly_rounded(x: float, spelling: str) -
 )
 def test_skipped_values_are_json(text: str) -> None:
     """Whatever the lane's strict skipper accepts, Python's strict parser accepts too."""
-    fns = compile_lane("cpu")
+    fns = compile_lane("cpu", WIDE.kernel_cache)
     raw = np.frombuffer(text.encode() or b" ", dtype=np.uint8)
     end = fns.skip_value(raw, 0, len(text.encode()), True)
     if end >= 0 and fns.skip_ws(raw, end, len(text.encode())) == len(text.encode()):

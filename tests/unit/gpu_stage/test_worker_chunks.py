@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from gpu_stage.backends.native import NativeBackend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
 from gpu_stage.worker import STAGES, Worker
-from llmpipe.errors import ParseError
+from llmpipe.errors import ConfigError, ParseError
 from llmpipe.kafka_io import KafkaSettings
 
 
@@ -101,3 +102,18 @@ def test_on_bad_fail_stops_before_enqueueing_the_chunk_with_the_bad_record() -> 
     worker._parser.shutdown()
     assert [len(keys) for keys in producer.keys] == [100, 100]  # the chunks before it, then it stopped
     assert len(backend.calls) <= 4
+
+
+def test_kernel_cache_and_chunk_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from gpu_stage.settings import parse
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert parse([])[1].kernel_cache == tmp_path / "llmpipe" / "kernels"
+    assert parse(["--kernel-cache", ""])[1].kernel_cache is None
+    assert parse(["--kernel-cache", "/srv/k"])[1].kernel_cache == Path("/srv/k")
+    monkeypatch.setenv("GPU_STAGE_KERNEL_CACHE", "/from/env")
+    assert parse([])[1].kernel_cache == Path("/from/env")
+    assert parse([])[1].parse_chunk_records == 10_000
+    assert parse(["--parse-chunk-records", "0"])[1].parse_chunk_records == 0
+    with pytest.raises(ConfigError, match="parse-chunk-records"):
+        parse(["--parse-chunk-records", "-1"])
