@@ -154,8 +154,7 @@ def _numba_cache_dir(folder: Path | None) -> Iterator[None]:
     if folder is None:
         yield
         return
-    from numba.core import config
-
+    config: Any = importlib.import_module("numba.core.config")  # its settings are set at run time, untyped
     before = config.CACHE_DIR
     config.CACHE_DIR = str(folder)
     try:
