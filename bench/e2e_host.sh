@@ -4,6 +4,7 @@
 # Usage: bench/e2e_host.sh OUTDIR [RECORDS]   (Java 17+ via JAVA_HOME or PATH; jars fetched or cached)
 # CPU_WORKERS and GPU_WORKERS (default 12 and 8) set the worker processes; 0 skips that backend.
 # LATENCY_RATE (default 200000 records/s, 0 skips it) is the offered load of the latency run.
+# OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs, --commit-overlap off then on.
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
 records=${2:-2000000}
@@ -19,6 +20,10 @@ run() {
 host=${E2E_HOST_NAME:-h200}
 if [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --out "$out/e2e-$host-cpu.json"
+fi
+if [ "${OVERLAP_PAIRS:-0}" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
+    run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --compare-commit-overlap "$OVERLAP_PAIRS" \
+        --out "$out/e2e-commit-overlap-$host-cpu.json"
 fi
 # Per-record latency at a fixed offered load (due time -> visible to a read_committed consumer).
 # Batches close after 5 ms: a batch's transaction (send offsets + commit, ~20-40 ms on a busy broker)

@@ -48,7 +48,7 @@ log = logging.getLogger("bench.e2e_worker")
 RESULTS = Path(__file__).resolve().parent / "results"
 SUMMARY = re.compile(r"summary: in=(\d+) typed=(\d+) dlq=(\d+) batches=(\d+) aborts=(\d+) "
                      r"first_input_at=([\d.]+) last_commit_at=([\d.]+) busy_rate=(\d+)")
-STEPS = re.compile(r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+)")
+STEPS = re.compile(r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)")
 HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
 # The load's transaction stays open while the workers start (the broker allows up to an hour).
@@ -156,6 +156,7 @@ def start_workers(
             # A safety net: the run stops the workers itself once the group has committed everything.
             "--exit-when-idle", str(args.idle_s + args.join_timeout_s),
             "--gpu-pool-bytes", str(args.gpu_pool_bytes), "--parse-chunk-records", str(args.parse_chunk_records),
+            "--commit-overlap", args.commit_overlap,
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
@@ -206,7 +207,7 @@ def wait_workers(procs: list[Any]) -> list[int]:
 def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
     """Each worker's closing summary line, parsed (with its mean milliseconds per batch step)."""
     keys = ("in", "typed", "dlq", "batches", "aborts", "first_input_at", "last_commit_at", "busy_rate")
-    steps = ("collect_ms", "parse_ms", "produce_ms", "commit_ms")
+    steps = ("collect_ms", "parse_ms", "produce_ms", "commit_ms", "wait_ms")
     out = []
     for k in range(workers):
         text = (logs / f"worker-{k}.log").read_text(errors="replace")
@@ -242,7 +243,7 @@ def common_result(
         "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
-        "exit_codes": codes, "per_worker": per_worker, "check": check,
+        "commit_overlap": args.commit_overlap, "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
 
@@ -266,6 +267,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
     p.add_argument("--parse-chunk-records", type=int, default=10_000,
                    help="workers parse a batch in chunks of this many records while producing (0: no overlap)")
+    p.add_argument("--commit-overlap", default="on", choices=["on", "off"],
+                   help="workers collect the next batch while the previous one commits")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--keep-topics", action="store_true")
 
@@ -311,17 +314,52 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pool", type=int, default=100_000, help="distinct bodies generated (then cycled)")
     p.add_argument("--out", type=Path, default=None,
                    help="result JSON (default bench/results/e2e-<host>-<backend>.json)")
+    p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
+                   "on fresh topics, with the ratio of each pair")
     args = p.parse_args(argv)
+    if args.compare_commit_overlap:
+        return compare_commit_overlap(args)
     result = run(args)
-    print(f"{result['records']:,} records, {args.workers} x gpu_stage --backend {args.backend}, "
-          f"{args.partitions} partitions: {result['records_per_s']:,.0f} records/s over the busy span "
-          f"({result['busy_span_seconds']} s), {result['records_per_s_wall']:,.0f}/s over the whole "
-          f"{result['wall_seconds']} s; exactly once: {result['exactly_once']} {result['check']}")
+    _print_run(args, result)
     out = args.out or RESULTS / f"e2e-{result['host'] or 'host'}-{args.backend}.json"
+    _write(out, result)
+    return 0 if _clean(result) else 1
+
+
+def compare_commit_overlap(args: argparse.Namespace) -> int:
+    """Pairs of runs, commit overlap off then on, in one process on the same machine; their ratios."""
+    pairs = []
+    for _ in range(args.compare_commit_overlap):
+        off = run(argparse.Namespace(**{**vars(args), "commit_overlap": "off"}))
+        on = run(argparse.Namespace(**{**vars(args), "commit_overlap": "on"}))
+        for result in (off, on):
+            _print_run(argparse.Namespace(**{**vars(args), "commit_overlap": result["commit_overlap"]}), result)
+        ratio = on["records_per_s"] / off["records_per_s"]
+        print(f"commit overlap on / off: {ratio:.2f}x over the busy span")
+        pairs.append({"off": off, "on": on, "ratio_on_to_off": round(ratio, 3)})
+    result = {"baseline": "--commit-overlap off", "pairs": pairs}
+    out = args.out or RESULTS / f"e2e-commit-overlap-{platform.node() or 'host'}-{args.backend}.json"
+    _write(out, result)
+    return 0 if all(_clean(pair[side]) for pair in pairs for side in ("off", "on")) else 1
+
+
+def _print_run(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    print(f"{result['records']:,} records, {args.workers} x gpu_stage --backend {args.backend} "
+          f"--commit-overlap {args.commit_overlap}, {args.partitions} partitions: "
+          f"{result['records_per_s']:,.0f} records/s over the busy span ({result['busy_span_seconds']} s), "
+          f"{result['records_per_s_wall']:,.0f}/s over the whole {result['wall_seconds']} s; "
+          f"exactly once: {result['exactly_once']} {result['check']}")
+
+
+def _write(out: Path, result: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written {out}")
-    return 0 if result["exactly_once"] and not any(result["exit_codes"]) else 1
+
+
+def _clean(result: dict[str, Any]) -> bool:
+    return bool(result["exactly_once"]) and not any(result["exit_codes"])
 
 
 if __name__ == "__main__":

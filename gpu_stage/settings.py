@@ -33,6 +33,7 @@ class WorkerSettings:
     batch_bytes: int = 32 << 20
     batch_wait_ms: int = 200
     parse_chunk_records: int = 10_000
+    commit_overlap: bool = True
     max_record_bytes: int = 1 << 20
     on_bad: BadPolicy = "dlq"
     max_bad_ratio: float = 0.95
@@ -101,6 +102,14 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="parse a batch in chunks of this many records, each while the previous one's rows are "
         "enqueued (0: the whole batch at once on the main thread, no overlap)",
+    )
+    env_option(
+        w,
+        "--commit-overlap",
+        "GPU_STAGE_COMMIT_OVERLAP",
+        default="on",
+        choices=["on", "off"],
+        help="collect the next batch while the previous transaction commits (off: one batch at a time)",
     )
     env_option(
         w,
@@ -191,6 +200,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         batch_bytes=args.batch_bytes,
         batch_wait_ms=args.batch_wait_ms,
         parse_chunk_records=args.parse_chunk_records,
+        commit_overlap=args.commit_overlap == "on",
         max_record_bytes=args.max_record_bytes,
         on_bad=args.on_bad,
         max_bad_ratio=args.max_bad_ratio,

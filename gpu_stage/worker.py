@@ -2,8 +2,15 @@
 
 One Kafka transaction per batch carries the typed records, the DLQ records and the consumed offsets
 (``send_offsets_to_transaction``), so after a crash at any point the committed view holds each raw
-record exactly once in typed + DLQ. Batches are collected between transactions, so a rebalance never
-lands inside an open transaction: on revoke we only forget what we buffered from revoked partitions.
+record exactly once in typed + DLQ.
+
+A transaction's commit (``commit_transaction``: waiting for the records' delivery and the broker's end
+of the transaction) runs on a committer thread while the loop collects the next batch; the next
+transaction begins only once it is done. Its offsets were added to the transaction before, so the
+commit only completes what is already decided. A rebalance (it can only happen while collecting)
+waits for a commit in flight, then we forget what we buffered from revoked partitions. When a commit
+fails, the batch collected meanwhile is dropped and the consumer rewinds to the committed offsets:
+both batches are read again.
 """
 
 from __future__ import annotations
@@ -44,10 +51,12 @@ MAX_MESSAGE_BYTES = 64 << 20
 the typed and DLQ topics are created with the same ``max.message.bytes``."""
 
 
-STAGES = ("collect", "parse", "produce", "commit")
+STAGES = ("collect", "parse", "produce", "commit", "wait")
 """A batch's steps: waiting for its records, parse and encode (the parse thread's busy time, which
-overlaps the enqueueing of earlier chunks), enqueueing the output, and the transaction's commit
-(consumer offsets, then ``commit_transaction``, which waits for delivery)."""
+overlaps the enqueueing of earlier chunks), enqueueing the output, the transaction's commit (consumer
+offsets, then ``commit_transaction``, which waits for delivery; on the committer thread, overlapping
+the next batch's collection), and the loop's wait for the previous batch's commit once it had
+collected this one (the part of that commit the collection did not hide)."""
 
 
 @dataclass
@@ -56,6 +65,20 @@ class Outcome:
 
     typed: int = 0
     bad: list[BadRecord] = field(default_factory=list)
+
+
+@dataclass
+class InFlight:
+    """A batch whose transaction is committing on the committer thread."""
+
+    records: Records
+    outcome: Outcome
+    started: float
+    """Wall-clock time (epoch s) its processing began."""
+    steps: dict[str, float]
+    """Its seconds per step (``STAGES``); the committer thread adds the commit's."""
+    committed: futures.Future[tuple[float, float]]
+    """Resolves to the wall-clock time (epoch s) and the process CPU time when the commit ended."""
 
 
 @dataclass
@@ -111,17 +134,24 @@ class Worker:
         self._collect_s = 0.0
         self._parser = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
         """Parses chunk k+1 of a batch while the loop enqueues chunk k's rows."""
+        self._committer = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit")
+        """Commits batch k's transaction while the loop collects batch k+1."""
+        self._in_flight: InFlight | None = None
         self.stopping = False
         self._buffer = Records()
-        self.consumer = Consumer(
-            settings.kafka,
-            settings.group_id,
-            [settings.raw_topic],
+        self.consumer = self._new_consumer()
+        self.producer = self._new_producer()
+
+    def _new_consumer(self) -> Consumer:
+        s = self.settings
+        return Consumer(
+            s.kafka,
+            s.group_id,
+            [s.raw_topic],
             # A short session lets a restarted worker get the partitions of a crashed one within seconds.
             config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20, "session.timeout.ms": 10_000},
             on_revoke=self._on_revoke,
         )
-        self.producer = self._new_producer()
 
     def _new_producer(self) -> TransactionalProducer:
         return TransactionalProducer(
@@ -137,7 +167,13 @@ class Worker:
         )
 
     def _on_revoke(self, parts: TopicPartitions) -> None:
-        """Forget buffered records of revoked partitions; their new owner reads them from the commit."""
+        """Forget buffered records of revoked partitions; their new owner reads them from the commit.
+
+        A commit in flight ends first, so the partitions move on with their offsets decided (its
+        outcome, failure included, is handled by the loop after the consume call).
+        """
+        if self._in_flight is not None:
+            futures.wait([self._in_flight.committed])
         revoked = {(tp.topic, tp.partition) for tp in parts}
         self._buffer = self._buffer.without(revoked)
 
@@ -149,6 +185,8 @@ class Worker:
             while not self.stopping:
                 collect_started = time.perf_counter()
                 records = self._collect()
+                if not self._settle():
+                    continue  # the previous commit failed: rewound, so these records are read again
                 if records:
                     self._collect_s = time.perf_counter() - collect_started
                     self._process(records)
@@ -161,10 +199,12 @@ class Worker:
                 if time.monotonic() - last_progress >= self.settings.progress_every_s:
                     self._progress()
                     last_progress = time.monotonic()
+            self._settle()
             self._progress()
             self._summary()
         finally:
             self._parser.shutdown(wait=True)
+            self._committer.shutdown(wait=True)
             self.consumer.close()
         return 0
 
@@ -217,18 +257,42 @@ class Worker:
         return batch if seen <= owned else batch.without(seen - owned)
 
     def _process(self, records: Records) -> None:
-        started = time.monotonic()
+        """Run the batch's transaction up to its commit, which goes on on the committer thread."""
+        started = time.time()
         self._steps = dict.fromkeys(STAGES, 0.0)
         self._steps["collect"] = self._collect_s
         try:
-            outcome = self._transact(records, to_batch(records))
+            self._in_flight = self._transact(records, to_batch(records), started)
         except TxnAbortable as exc:
             self._recover("abortable", exc, recreate=False)
             return
         except TxnTimedOut as exc:
             self._recover("timeout", exc, recreate=True)
             return
-        self._account(records, outcome, started)
+        if not self.settings.commit_overlap:
+            self._settle()
+
+    def _settle(self) -> bool:
+        """Wait for the commit in flight, if any; account for it, or recover when it failed.
+
+        Returns False when it failed: the consumer is rewound to the committed offsets, so whatever
+        was collected since must be dropped (it is read again).
+        """
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return True
+        waited = time.perf_counter()
+        try:
+            ended = in_flight.committed.result()
+        except TxnAbortable as exc:
+            self._recover("abortable", exc, recreate=False)
+            return False
+        except TxnTimedOut as exc:
+            self._recover("timeout", exc, recreate=True)
+            return False
+        in_flight.steps["wait"] = time.perf_counter() - waited
+        self._account(in_flight, *ended)
+        return True
 
     def _check_bad(self, bad: list[BadRecord], n: int) -> None:
         s = self.settings
@@ -243,22 +307,42 @@ class Worker:
             )
             raise ParseError(msg)
 
-    def _transact(self, records: Records, batch: RawBatch) -> Outcome:
-        """Parse, produce and commit one batch under a watchdog.
+    def _transact(self, records: Records, batch: RawBatch, started: float) -> InFlight:
+        """Parse and produce one batch, add its offsets and start its commit, under a watchdog.
 
         librdkafka's ``send_offsets_to_transaction`` can block past its timeout when the group
         coordinator disappears (confluentinc/librdkafka#5456). A hung transaction is never committed,
-        so exiting lets the supervisor restart us; the new instance fences the old transaction.
+        so exiting lets the supervisor restart us; the new instance fences the old transaction. The
+        watchdog stops when the commit ends.
         """
         watchdog = threading.Timer(self.settings.txn_deadline_s, _exit_hung, (self.settings.txn_deadline_s,))
         watchdog.daemon = True
         watchdog.start()
         try:
-            return self._transact_unguarded(records, batch)
+            outcome = self._transact_unguarded(records, batch)
+            steps, producer = self._steps, self.producer
+            committed = self._committer.submit(self._commit, producer, steps, watchdog)
+        except BaseException:
+            watchdog.cancel()
+            raise
+        return InFlight(records, outcome, started, steps, committed)
+
+    @staticmethod
+    def _commit(
+        producer: TransactionalProducer, steps: dict[str, float], watchdog: threading.Timer
+    ) -> tuple[float, float]:
+        """The committer thread's part: commit the transaction, then stop its watchdog."""
+        try:
+            started = time.perf_counter()
+            producer.commit()
+            steps["commit"] += time.perf_counter() - started
+            metrics.COMMIT_SECONDS.observe(steps["commit"])
+            return time.time(), time.process_time()
         finally:
             watchdog.cancel()
 
     def _transact_unguarded(self, records: Records, batch: RawBatch) -> Outcome:
+        """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
         producer = self.producer
         producer.begin()
         try:
@@ -273,9 +357,7 @@ class Worker:
         commit_started = time.perf_counter()
         self._steps["produce"] += commit_started - produce_started
         producer.send_offsets(self._commit_offsets(records), self.consumer.group_metadata())
-        producer.commit()
         self._steps["commit"] = time.perf_counter() - commit_started
-        metrics.COMMIT_SECONDS.observe(self._steps["commit"])
         return outcome
 
     def _parse_and_produce(self, batch: RawBatch) -> Outcome:
@@ -357,10 +439,11 @@ class Worker:
         self._buffer = Records()
         self.consumer.rewind_to_committed()
 
-    def _account(self, records: Records, outcome: Outcome, started: float) -> None:
+    def _account(self, batch: InFlight, committed_at: float, cpu_at_commit: float) -> None:
+        records, outcome = batch.records, batch.outcome
         t = self.totals
-        t.last_commit_at = time.time()
-        t.cpu_at_last_commit = time.process_time()
+        t.last_commit_at = committed_at
+        t.cpu_at_last_commit = cpu_at_commit
         t.batches += 1
         t.records_in += len(records)
         t.typed += outcome.typed
@@ -369,10 +452,10 @@ class Worker:
         metrics.RECORDS_OUT.inc(outcome.typed)
         for (stage, reason), n in Counter((bad.stage, bad.reason.value) for bad in outcome.bad).items():
             metrics.BAD_RECORDS.labels(stage, reason).inc(n)
-        for name, seconds in self._steps.items():
+        for name, seconds in batch.steps.items():
             t.stage_seconds[name] += seconds
         metrics.BATCH_RECORDS.observe(len(records))
-        metrics.BATCH_SECONDS.observe(time.monotonic() - started)
+        metrics.BATCH_SECONDS.observe(committed_at - batch.started)
 
     def _progress(self) -> None:
         t = self.totals

@@ -1,0 +1,253 @@
+"""The worker's commit overlap: batch k commits on the committer thread while batch k+1 is collected.
+
+No broker: a scripted consumer serves one partition and rewinds to what the fake producer committed,
+so the tests count keys the way the integration tests do against a real broker (each input key in
+the committed output exactly once), including after a commit that fails while the next batch is read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from gpu_stage import synth
+from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.settings import WorkerSettings
+from gpu_stage.worker import Worker
+from llmpipe.kafka_io import KafkaSettings, Message, Records, TxnAbortable, TxnTimedOut
+
+TOPIC = "raw"
+COMMIT_S = 0.03
+"""How long each fake commit takes: long enough that the next batch's collection runs inside it."""
+
+
+class Journal:
+    """Every call of both fakes, in order, from whichever thread made it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.events: list[tuple[str, int]] = []
+
+    def note(self, event: str, n: int = 0) -> None:
+        with self._lock:
+            self.events.append((event, n))
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.events]
+
+
+class Log:
+    """The partition's committed state: offset and the typed keys of committed transactions."""
+
+    def __init__(self) -> None:
+        self.committed_offset = 0
+        self.typed_keys: list[bytes] = []
+
+
+class FakeProducer:
+    """A transactional producer: stages keys and offsets, makes them visible on commit."""
+
+    def __init__(self, journal: Journal, log: Log, fail_commits: dict[int, type[Exception]]) -> None:
+        self.journal, self.log, self.fail_commits = journal, log, fail_commits
+        self.commits = 0
+        self._keys: list[bytes] = []
+        self._offset: int | None = None
+
+    def begin(self) -> None:
+        self.journal.note("begin")
+        self._keys, self._offset = [], None
+
+    def produce_many(self, topic: str, values: Any, keys: Any, headers: Any) -> None:
+        del topic, values, headers
+        self._keys += keys
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
+        del topic, value, headers
+        self._keys.append(key or b"")
+
+    def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
+        del group_metadata
+        (tp,) = offsets
+        self._offset = tp.offset
+
+    def commit(self) -> None:
+        self.commits += 1
+        self.journal.note("commit_start", self.commits)
+        time.sleep(COMMIT_S)
+        failure = self.fail_commits.pop(self.commits, None)
+        if failure is not None:
+            self.journal.note("commit_failed", self.commits)
+            msg = f"commit {self.commits} failed"
+            raise failure(msg)
+        assert self._offset is not None
+        self.log.typed_keys += self._keys
+        self.log.committed_offset = self._offset
+        self.journal.note("commit_end", self.commits)
+
+    def abort(self) -> None:
+        self.journal.note("abort")
+        self._keys, self._offset = [], None
+
+
+class ScriptedConsumer:
+    """One partition of ``records``, served ``per_call`` at a time from a cursor that rewinds."""
+
+    def __init__(self, journal: Journal, log: Log, records: Records, per_call: int) -> None:
+        self.journal, self.log, self.records, self.per_call = journal, log, records, per_call
+        self.cursor = 0
+        self.worker: Worker | None = None
+        self.revoke_at_call: int | None = None
+        self.calls = 0
+
+    def consume_records(self, max_records: int, timeout_s: float) -> Records:
+        del timeout_s
+        assert self.worker is not None
+        self.calls += 1
+        self.journal.note("consume", self.calls)
+        if self.calls == self.revoke_at_call:
+            self.worker._on_revoke([])  # librdkafka runs the callback inside the consume call
+            self.journal.note("revoked", self.calls)
+        end = min(self.cursor + min(max_records, self.per_call), len(self.records))
+        if self.cursor == end:
+            self.worker.stopping = True
+            return Records()
+        out = Records.of_messages(self._message(i) for i in range(self.cursor, end))
+        self.cursor = end
+        return out
+
+    def _message(self, i: int) -> Message:
+        r = self.records
+        return Message(TOPIC, 0, r.offsets[i], r.keys[i], r.values[i], r.headers[i], r.timestamps_ms[i])
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(TOPIC, 0)]
+
+    def positions(self) -> list[TopicPartition]:
+        return [TopicPartition(TOPIC, 0, self.cursor)]
+
+    def group_metadata(self) -> object:
+        return object()
+
+    def rewind_to_committed(self) -> None:
+        self.journal.note("rewind", self.log.committed_offset)
+        self.cursor = self.log.committed_offset
+
+    def lag(self, topics: Any = None, *, cached: bool = False) -> dict[tuple[str, int], int]:
+        del topics, cached
+        return {(TOPIC, 0): len(self.records) - self.cursor}
+
+    def close(self) -> None:
+        self.journal.note("close")
+
+
+class ScriptedWorker(Worker):
+    """The worker with the two fakes in place of its Kafka clients."""
+
+    def __init__(self, settings: WorkerSettings, consumer: ScriptedConsumer, producers: Iterator[FakeProducer]) -> None:
+        self._consumer, self._producers = consumer, producers
+        super().__init__(settings, NativeBackend(TransformSettings()), "typed", "fingerprint")
+        consumer.worker = self
+
+    def _new_consumer(self) -> Any:
+        return self._consumer
+
+    def _new_producer(self) -> Any:
+        return next(self._producers)
+
+
+def _records(n: int) -> Records:
+    batch = synth.batch(synth.bodies(n))
+    return Records.of_messages(
+        Message(TOPIC, 0, i, batch.keys[i], batch.values[i], batch.headers[i], batch.timestamps_ms[i]) for i in range(n)
+    )
+
+
+def _run(
+    *, overlap: bool, fail_commits: dict[int, type[Exception]] | None = None, revoke_at_call: int | None = None
+) -> tuple[ScriptedWorker, Journal, Log, Records]:
+    journal, log, records = Journal(), Log(), _records(1_000)
+    consumer = ScriptedConsumer(journal, log, records, per_call=200)
+    consumer.revoke_at_call = revoke_at_call
+    failures = dict(fail_commits or {})
+    producers = iter(lambda: FakeProducer(journal, log, failures), None)
+    settings = WorkerSettings(
+        kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=1_000, commit_overlap=overlap,
+        parse_chunk_records=0, kernel_cache=None,
+    )  # fmt: skip
+    worker = ScriptedWorker(settings, consumer, producers)
+    assert worker.run() == 0
+    return worker, journal, log, records
+
+
+def _spans(journal: Journal, first: str) -> list[tuple[int, int]]:
+    """Event indexes of every transaction from its ``first`` event to the end of its commit."""
+    starts = [i for i, (name, _) in enumerate(journal.events) if name == first]
+    ends = [i for i, (name, _) in enumerate(journal.events) if name in {"commit_end", "commit_failed"}]
+    assert len(starts) == len(ends)
+    return list(zip(starts, ends, strict=True))
+
+
+def _assert_each_key_once(log: Log, records: Records) -> None:
+    assert sorted(log.typed_keys) == sorted(k or b"" for k in records.keys)
+    assert log.committed_offset == len(records)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_every_key_is_committed_once_and_no_transaction_begins_during_a_commit(overlap: bool) -> None:
+    worker, journal, log, records = _run(overlap=overlap)
+    _assert_each_key_once(log, records)
+    assert worker.totals.batches == 5
+    assert worker.totals.records_in == len(records)
+    for start, end in _spans(journal, "commit_start"):
+        assert "begin" not in journal.names()[start:end]
+
+
+def test_with_overlap_the_next_batch_is_collected_while_the_previous_commits() -> None:
+    _, journal, _, _ = _run(overlap=True)
+    # The loop hands the commit over, then collects: the consume call comes before the commit ends.
+    collected_during_commit = ["consume" in journal.names()[start:end] for start, end in _spans(journal, "begin")]
+    assert collected_during_commit == [True] * 5
+
+
+def test_without_overlap_nothing_is_collected_during_a_commit() -> None:
+    _, journal, _, _ = _run(overlap=False)
+    assert not any("consume" in journal.names()[start:end] for start, end in _spans(journal, "begin"))
+
+
+@pytest.mark.parametrize("failure", [TxnAbortable, TxnTimedOut])
+def test_a_failed_commit_drops_the_batch_collected_meanwhile_and_both_are_read_again(
+    failure: type[Exception],
+) -> None:
+    worker, journal, log, records = _run(overlap=True, fail_commits={2: failure})
+    _assert_each_key_once(log, records)
+    assert worker.totals.aborts == 1
+    assert worker.totals.batches == 5  # the failed batch and the one collected meanwhile count once, when committed
+    failed_at = journal.names().index("commit_failed")
+    after = journal.events[failed_at:]
+    assert ("rewind", 200) in after  # back to the end of the first batch, the last committed
+    if failure is TxnAbortable:
+        assert after[1:3] == [("abort", 0), ("rewind", 200)]
+
+
+def test_a_revocation_waits_for_the_commit_in_flight() -> None:
+    _, journal, log, records = _run(overlap=True, revoke_at_call=3)
+    _assert_each_key_once(log, records)
+    revoked = journal.events.index(("revoked", 3))
+    assert ("commit_end", 2) in journal.events[:revoked]
+
+
+def test_commit_overlap_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_stage.settings import parse
+
+    assert parse([])[1].commit_overlap is True
+    assert parse(["--commit-overlap", "off"])[1].commit_overlap is False
+    monkeypatch.setenv("GPU_STAGE_COMMIT_OVERLAP", "off")
+    assert parse([])[1].commit_overlap is False
+    with pytest.raises(SystemExit):
+        parse(["--commit-overlap", "maybe"])
