@@ -285,15 +285,31 @@ def delete_topics(settings: KafkaSettings, names: Sequence[str]) -> None:
                 raise DeliveryError(str(exc)) from exc
 
 
+_COORDINATOR_MOVING = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+)
+"""Answers while a group's coordinator is being chosen or loaded (a fresh cluster creates the offsets
+topic on the first group request): asked again until the timeout."""
+
+
 def group_members(settings: KafkaSettings, group: str, timeout_s: float = 10.0) -> tuple[str, list[int]]:
     """A consumer group's state (``STABLE``, ``PREPARING_REBALANCE``, …) and each member's partition count."""
     client = admin(settings)  # held until the answer is in: a dropped client never completes its futures
-    future = client.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    try:
-        described = future.result(timeout=timeout_s + 5)
-    except (KafkaException, TimeoutError) as exc:
-        msg = f"cannot describe consumer group {group}: {exc}"
-        raise SourceError(msg) from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        future = client.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+        try:
+            described = future.result(timeout=timeout_s + 5)
+            break
+        except KafkaException as exc:
+            if exc.args[0].code() in _COORDINATOR_MOVING and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            msg = f"cannot describe consumer group {group}: {exc}"
+            raise SourceError(msg) from exc
+        except TimeoutError as exc:
+            msg = f"cannot describe consumer group {group}: {exc}"
+            raise SourceError(msg) from exc
     members = [len(m.assignment.topic_partitions) if m.assignment else 0 for m in described.members]
     return described.state.name, members
 
