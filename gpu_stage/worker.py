@@ -56,7 +56,13 @@ STAGES = ("collect", "parse", "produce", "commit", "wait")
 overlaps the enqueueing of earlier chunks), enqueueing the output, the transaction's commit (consumer
 offsets, then ``commit_transaction``, which waits for delivery; on the committer thread, overlapping
 the next batch's collection), and the loop's wait for the previous batch's commit once it had
-collected this one (the part of that commit the collection did not hide)."""
+collected this one (the part of that commit the collection did not hide: with overlap, only a full
+batch waits; a batch below its limits stays open until the commit ends)."""
+
+
+COMMIT_POLL_S = 0.002
+"""How long one consume call may wait while a batch stays open for the commit in flight: the
+granularity at which the loop notices that commit's end."""
 
 
 @dataclass
@@ -227,14 +233,21 @@ class Worker:
         return limit is not None and time.monotonic() - since >= limit
 
     def _collect(self) -> Records:
-        """Gather one batch, closed by record count, byte count or wait time."""
+        """Gather one batch, closed by record count, byte count or wait time.
+
+        While the previous batch still commits, the batch stays open past its wait time: the loop
+        could not begin its transaction anyway, and records that arrive meanwhile would otherwise
+        wait for a whole further cycle.
+        """
         s = self.settings
         deadline = time.monotonic() + s.batch_wait_ms / 1000
         buffer = self._buffer
         while len(buffer) < s.batch_records and buffer.nbytes < s.batch_bytes and not self.stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                break
+                if not self._committing():
+                    break
+                remaining = COMMIT_POLL_S
             got = self.consumer.consume_records(min(10_000, s.batch_records - len(buffer)), remaining)
             if got and self.totals.first_input_at is None:
                 self.totals.first_input_at = time.time()
@@ -243,6 +256,10 @@ class Worker:
             buffer.extend(got)
         batch, self._buffer = self._buffer, Records()
         return self._owned(batch)
+
+    def _committing(self) -> bool:
+        """A commit is in flight and has not ended yet."""
+        return self._in_flight is not None and not self._in_flight.committed.done()
 
     def _owned(self, batch: Records) -> Records:
         """``batch`` without records of partitions no longer assigned to us.

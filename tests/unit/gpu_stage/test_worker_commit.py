@@ -98,8 +98,8 @@ class FakeProducer:
 class ScriptedConsumer:
     """One partition of ``records``, served ``per_call`` at a time from a cursor that rewinds."""
 
-    def __init__(self, journal: Journal, log: Log, records: Records, per_call: int) -> None:
-        self.journal, self.log, self.records, self.per_call = journal, log, records, per_call
+    def __init__(self, journal: Journal, log: Log, records: Records, per_call: int, call_s: float = 0.0) -> None:
+        self.journal, self.log, self.records, self.per_call, self.call_s = journal, log, records, per_call, call_s
         self.cursor = 0
         self.worker: Worker | None = None
         self.revoke_at_call: int | None = None
@@ -110,6 +110,7 @@ class ScriptedConsumer:
         assert self.worker is not None
         self.calls += 1
         self.journal.note("consume", self.calls)
+        time.sleep(self.call_s)
         if self.calls == self.revoke_at_call:
             self.worker._on_revoke([])  # librdkafka runs the callback inside the consume call
             self.journal.note("revoked", self.calls)
@@ -169,16 +170,22 @@ def _records(n: int) -> Records:
 
 
 def _run(
-    *, overlap: bool, fail_commits: dict[int, type[Exception]] | None = None, revoke_at_call: int | None = None
+    *,
+    overlap: bool,
+    fail_commits: dict[int, type[Exception]] | None = None,
+    revoke_at_call: int | None = None,
+    per_call: int = 200,
+    call_s: float = 0.0,
+    batch_wait_ms: int = 1_000,
 ) -> tuple[ScriptedWorker, Journal, Log, Records]:
     journal, log, records = Journal(), Log(), _records(1_000)
-    consumer = ScriptedConsumer(journal, log, records, per_call=200)
+    consumer = ScriptedConsumer(journal, log, records, per_call, call_s)
     consumer.revoke_at_call = revoke_at_call
     failures = dict(fail_commits or {})
     producers = iter(lambda: FakeProducer(journal, log, failures), None)
     settings = WorkerSettings(
-        kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=1_000, commit_overlap=overlap,
-        parse_chunk_records=0, kernel_cache=None,
+        kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=batch_wait_ms,
+        commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None,
     )  # fmt: skip
     worker = ScriptedWorker(settings, consumer, producers)
     assert worker.run() == 0
@@ -218,6 +225,18 @@ def test_with_overlap_the_next_batch_is_collected_while_the_previous_commits() -
 def test_without_overlap_nothing_is_collected_during_a_commit() -> None:
     _, journal, _, _ = _run(overlap=False)
     assert not any("consume" in journal.names()[start:end] for start, end in _spans(journal, "begin"))
+
+
+def test_with_overlap_a_batch_below_its_limits_stays_open_until_the_commit_ends() -> None:
+    # Records trickle in (20 per 2 ms call) and a batch's wait is 1 ms: without overlap each batch
+    # closes after one call; with it, a batch gathers what arrives during the previous commit (30 ms).
+    off, _, log_off, records = _run(overlap=False, per_call=20, call_s=0.002, batch_wait_ms=1)
+    on, journal, log_on, _ = _run(overlap=True, per_call=20, call_s=0.002, batch_wait_ms=1)
+    _assert_each_key_once(log_off, records)
+    _assert_each_key_once(log_on, records)
+    assert off.totals.batches == 50
+    assert on.totals.batches <= 10  # the first batch is one call; each later one spans a 30 ms commit
+    assert all(end - start > 2 for start, end in _spans(journal, "commit_start")[:-1])  # several calls each
 
 
 @pytest.mark.parametrize("failure", [TxnAbortable, TxnTimedOut])
