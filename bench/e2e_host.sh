@@ -4,7 +4,8 @@
 # Usage: bench/e2e_host.sh OUTDIR [RECORDS]   (Java 17+ via JAVA_HOME or PATH; jars fetched or cached)
 # CPU_WORKERS and GPU_WORKERS (default 12 and 8) set the worker processes; 0 skips that backend.
 # LATENCY_RATE (default 200000 records/s, 0 skips it) is the offered load of the latency run.
-# OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs, --commit-overlap off then on.
+# OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
+# not 0), --commit-overlap off then on.
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
 records=${2:-2000000}
@@ -29,13 +30,19 @@ fi
 # Batches close after 5 ms: a batch's transaction (send offsets + commit, ~20-40 ms on a busy broker)
 # dominates the cycle, so waiting 20 ms more for records to batch up only adds latency.
 rate=${LATENCY_RATE:-200000}
-latency() {  # BACKEND WORKERS
+latency() {  # BACKEND WORKERS [OPTIONS...]; a later --out wins
+    local backend=$1 workers=$2
+    shift 2
     python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * 10)) --rate "$rate" --producers 4 \
-        --backend "$1" --workers "$2" --partitions 24 --batch-records 5000 --batch-wait-ms 5 \
-        --logs "$out/logs" --out "$out/latency-$host-$1.json" >> "$out/e2e.log" 2>&1 || status=1
+        --backend "$backend" --workers "$workers" --partitions 24 --batch-records 5000 --batch-wait-ms 5 \
+        --logs "$out/logs" --out "$out/latency-$host-$backend.json" "$@" >> "$out/e2e.log" 2>&1 || status=1
 }
 if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     latency cpu "${CPU_WORKERS:-12}"
+    if [ "${OVERLAP_PAIRS:-0}" -gt 0 ]; then
+        latency cpu "${CPU_WORKERS:-12}" --compare-commit-overlap "$OVERLAP_PAIRS" \
+            --out "$out/latency-commit-overlap-$host-cpu.json"
+    fi
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --out "$out/e2e-$host-gpu.json"

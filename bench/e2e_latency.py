@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import multiprocessing
+import platform
 import time
 import uuid
 from pathlib import Path
@@ -31,6 +32,7 @@ from bench.e2e_worker import (
     common_result,
     finish_workers,
     fresh_topics,
+    paired_overlap_runs,
     start_workers,
     stop_workers,
     summaries,
@@ -154,19 +156,38 @@ def main(argv: list[str] | None = None) -> int:
                    help="pause between the group being complete and the first send")
     p.add_argument("--drain-s", type=float, default=30.0, help="how long the watcher waits after the last send")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
+                   "on fresh topics, with the percentiles of each pair")
     args = p.parse_args(argv)
-    result = run(args)
-    lat = result["latency_ms"]
-    print(f"{args.records:,} records offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage --backend "
-          f"{args.backend} (batches of {args.batch_records}, {args.batch_wait_ms} ms): latency ms {lat}; "
-          f"(due -> produced by the worker {result['due_to_produced_ms']}, then -> visible "
-          f"{result['produced_to_visible_ms']}); received {result['received']:,}; "
-          f"producer worst lag {result['producer_worst_lag_ms']} ms; "
-          f"exactly once: {result['exactly_once']}")
+    if args.compare_commit_overlap:
+        out = args.out or RESULTS / f"latency-commit-overlap-{platform.node() or 'host'}-{args.backend}.json"
+        return paired_overlap_runs(args, run_and_print, _latency_pair, out)
+    result = run_and_print(args)
     out = args.out or RESULTS / f"latency-{result['host'] or 'host'}-{args.backend}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"written {out}")
     return 0 if result["exactly_once"] and not any(result["exit_codes"]) else 1
+
+
+def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
+    """One run, its percentiles printed."""
+    result = run(args)
+    print(f"{args.records:,} records offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage --backend "
+          f"{args.backend} --commit-overlap {args.commit_overlap} (batches of {args.batch_records}, "
+          f"{args.batch_wait_ms} ms): latency ms {result['latency_ms']}; "
+          f"(due -> produced by the worker {result['due_to_produced_ms']}, then -> visible "
+          f"{result['produced_to_visible_ms']}); received {result['received']:,}; "
+          f"producer worst lag {result['producer_worst_lag_ms']} ms; "
+          f"exactly once: {result['exactly_once']}")
+    return result
+
+
+def _latency_pair(off: dict[str, Any], on: dict[str, Any]) -> dict[str, float]:
+    """P50 and P99 with the overlap over those without it (below 1: lower latency)."""
+    ratios = {f"{q}_on_to_off": round(on["latency_ms"][q] / off["latency_ms"][q], 3) for q in ("p50", "p99")}
+    print(f"commit overlap on / off, latency: {ratios}")
+    return ratios
 
 
 if __name__ == "__main__":

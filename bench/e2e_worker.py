@@ -26,6 +26,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -328,20 +329,41 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def compare_commit_overlap(args: argparse.Namespace) -> int:
-    """Pairs of runs, commit overlap off then on, in one process on the same machine; their ratios."""
-    pairs = []
-    for _ in range(args.compare_commit_overlap):
-        off = run(argparse.Namespace(**{**vars(args), "commit_overlap": "off"}))
-        on = run(argparse.Namespace(**{**vars(args), "commit_overlap": "on"}))
-        for result in (off, on):
-            _print_run(argparse.Namespace(**{**vars(args), "commit_overlap": result["commit_overlap"]}), result)
+    """Pairs of runs, commit overlap off then on; the ratio of their busy-span rates."""
+
+    def rate_ratio(off: dict[str, Any], on: dict[str, Any]) -> dict[str, float]:
         ratio = on["records_per_s"] / off["records_per_s"]
         print(f"commit overlap on / off: {ratio:.2f}x over the busy span")
-        pairs.append({"off": off, "on": on, "ratio_on_to_off": round(ratio, 3)})
-    result = {"baseline": "--commit-overlap off", "pairs": pairs}
+        return {"ratio_on_to_off": round(ratio, 3)}
+
+    def run_and_print(run_args: argparse.Namespace) -> dict[str, Any]:
+        result = run(run_args)
+        _print_run(run_args, result)
+        return result
+
     out = args.out or RESULTS / f"e2e-commit-overlap-{platform.node() or 'host'}-{args.backend}.json"
-    _write(out, result)
-    return 0 if all(_clean(pair[side]) for pair in pairs for side in ("off", "on")) else 1
+    return paired_overlap_runs(args, run_and_print, rate_ratio, out)
+
+
+def paired_overlap_runs(
+    args: argparse.Namespace,
+    run_once: Callable[[argparse.Namespace], dict[str, Any]],
+    compare: Callable[[dict[str, Any], dict[str, Any]], dict[str, float]],
+    out: Path,
+) -> int:
+    """Paired runs, ``--commit-overlap off`` (the baseline) then ``on``, with ``compare``'s figures.
+
+    ``args.compare_commit_overlap`` pairs, on fresh topics, in one process; written to ``out``.
+    """
+    pairs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    for _ in range(args.compare_commit_overlap):
+        off = run_once(argparse.Namespace(**{**vars(args), "commit_overlap": "off"}))
+        on = run_once(argparse.Namespace(**{**vars(args), "commit_overlap": "on"}))
+        pairs.append({"off": off, "on": on, **compare(off, on)})
+        runs += [off, on]
+    _write(out, {"baseline": "--commit-overlap off", "pairs": pairs})
+    return 0 if all(map(_clean, runs)) else 1
 
 
 def _print_run(args: argparse.Namespace, result: dict[str, Any]) -> None:
