@@ -20,10 +20,11 @@ import os
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import cast
+from typing import TypeVar, cast
 
 from gpu_stage import metrics
 from gpu_stage.backends.base import Backend
@@ -44,6 +45,8 @@ from llmpipe.kafka_io import (
 from llmpipe.record import FINGERPRINT_HEADER
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_MESSAGE_BYTES = 64 << 20
 """Largest typed or DLQ record the worker writes. librdkafka's default (1,000,000) is below the
@@ -278,15 +281,8 @@ class Worker:
         started = time.time()
         self._steps = dict.fromkeys(STAGES, 0.0)
         self._steps["collect"] = self._collect_s
-        try:
-            self._in_flight = self._transact(records, to_batch(records), started)
-        except TxnAbortable as exc:
-            self._recover("abortable", exc, recreate=False)
-            return
-        except TxnTimedOut as exc:
-            self._recover("timeout", exc, recreate=True)
-            return
-        if not self.settings.commit_overlap:
+        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started))
+        if self._in_flight is not None and not self.settings.commit_overlap:
             self._settle()
 
     def _settle(self) -> bool:
@@ -299,17 +295,22 @@ class Worker:
         if in_flight is None:
             return True
         waited = time.perf_counter()
-        try:
-            ended = in_flight.committed.result()
-        except TxnAbortable as exc:
-            self._recover("abortable", exc, recreate=False)
-            return False
-        except TxnTimedOut as exc:
-            self._recover("timeout", exc, recreate=True)
+        ended = self._or_recover(in_flight.committed.result)
+        if ended is None:
             return False
         in_flight.steps["wait"] = time.perf_counter() - waited
         self._account(in_flight, *ended)
         return True
+
+    def _or_recover(self, step: Callable[[], T]) -> T | None:
+        """``step``'s result; None when its transaction failed and we recovered (see ``_recover``)."""
+        try:
+            return step()
+        except TxnAbortable as exc:
+            self._recover("abortable", exc, recreate=False)
+        except TxnTimedOut as exc:
+            self._recover("timeout", exc, recreate=True)
+        return None
 
     def _check_bad(self, bad: list[BadRecord], n: int) -> None:
         s = self.settings
