@@ -46,6 +46,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--peers", default="orjson,msgspec", help="Python peers, each on one core and on all cores")
     p.add_argument("--workers", type=int, default=peers.usable_cores(), help="processes for the all-core peers")
     p.add_argument("--batch-size", type=int, default=100_000, help="batch size of the backends' main run")
+    p.add_argument("--input", choices=("objects", "packed", "both"), default="objects",
+                   help="batches of Python objects, packed batches streamed through the backends (-packed), or both")
     p.add_argument("--sweep", type=_ints, default=[], help="batch sizes to sweep, e.g. 1000,10000,100000,1000000")
     p.add_argument("--sweep-min-records", type=int, default=0,
                    help="records per sweep point at least (the corpus is cycled); default: corpus size or 3 batches")
@@ -129,16 +131,17 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
             main_runs.append({"engine": f"gpu_stage-{name}", "skipped": why_not})
             print(f"  gpu_stage-{name}: skipped ({why_not})", flush=True)
             continue
-        size = min(args.batch_size, len(values))
-        run = backends.run(backend, backends.batches(values, size), True, settings)
-        main_runs.append(run.as_dict())
-        print(f"  gpu_stage-{name}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
-        for size in args.sweep:
-            need = args.sweep_min_records or max(len(values), 3 * size)
-            point = backends.run(backend, backends.batches(values, size, need), False, settings).as_dict()
-            sweep.append(point)
-            print(f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
-                  f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms", flush=True)
+        for packed in {"objects": [False], "packed": [True], "both": [False, True]}[args.input]:
+            size = min(args.batch_size, len(values))
+            run = backends.run(backend, backends.batches(values, size), True, settings, packed)
+            main_runs.append(run.as_dict())
+            print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
+            for size in args.sweep:
+                need = args.sweep_min_records or max(len(values), 3 * size)
+                point = backends.run(backend, backends.batches(values, size, need), False, settings, packed).as_dict()
+                sweep.append(point)
+                print(f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
+                      f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms", flush=True)
     return main_runs, sweep
 
 

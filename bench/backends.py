@@ -14,21 +14,23 @@ from typing import Any
 import numpy as np
 
 from bench.checksum import Checksum, of_avro
-from gpu_stage.backends.base import Backend, TransformSettings
+from gpu_stage.backends.base import Backend, StreamBackend, TransformSettings
 from gpu_stage.batch import RawBatch
-from gpu_stage.bench_transform import time_batches
+from gpu_stage.bench_transform import time_batches, time_stream
+from gpu_stage.packed import PackedBatch
 from gpu_stage.synth import batch
+from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-POOL_BYTES = 8 << 30
-"""GPU memory pool cap for bench runs (the card is not shared with vLLM here)."""
+POOL_BYTES = 32 << 30
+"""GPU memory pool cap for bench runs (the card is not shared with vLLM here; the device lane holds two
+1 M-record batches of 2 KB bodies in flight)."""
 
 
 def build(name: str, settings: TransformSettings) -> tuple[Backend | None, str | None]:
     """The backend called ``name`` via ``select.by_name``, or (None, why not) when it cannot run here."""
     from gpu_stage.backends import select
-    from llmpipe.errors import ConfigError
 
     if name == "gpu":
         reason = select.gpu_unusable_reason()
@@ -92,11 +94,23 @@ class BackendRun:
         }
 
 
-def run(backend: Backend, raw: list[RawBatch], with_checksum: bool, settings: TransformSettings) -> BackendRun:
-    """Time ``backend`` over ``raw``; optionally decode its output for the value checksum (untimed)."""
-    timed = time_batches(backend, raw, keep=with_checksum)
+def run(
+    backend: Backend, raw: list[RawBatch], with_checksum: bool, settings: TransformSettings, packed: bool = False
+) -> BackendRun:
+    """Time ``backend`` over ``raw``; optionally decode its output for the value checksum (untimed).
+
+    With ``packed`` the batches are packed first (untimed) and streamed through the backend
+    (:func:`gpu_stage.bench_transform.time_stream`); its name gets ``-packed``.
+    """
+    if packed:
+        if not isinstance(backend, StreamBackend):
+            msg = f"backend {backend.name} does not take packed batches"
+            raise ConfigError(msg)
+        timed = time_stream(backend, [PackedBatch.of(b) for b in raw], keep=with_checksum)
+    else:
+        timed = time_batches(backend, raw, keep=with_checksum)
     out = BackendRun(
-        name=backend.name,
+        name=backend.name + ("-packed" if packed else ""),
         batch_size=len(raw[0]),
         records=sum(len(b) for b in raw),
         input_bytes=sum(sum(map(len, b.values)) for b in raw),

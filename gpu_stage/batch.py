@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
+from itertools import islice, pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,8 @@ import numpy.typing as npt
 from llmpipe.dlq import BadRecord
 
 IntColumn = Sequence[int] | npt.NDArray[np.int64]
+# A ``bytes`` object, or a view of a host buffer the device lane filled (pooled, page-locked).
+RowBuffer = bytes | memoryview
 
 
 @dataclass(frozen=True)
@@ -106,13 +108,15 @@ class EncodedRows:
     """Avro datums of the good rows, back to back in one buffer.
 
     Row ``i`` (of ``len(self)``) is ``buf[offsets[i]:offsets[i + 1]]``; it came from batch position
-    ``rows[i]`` and is produced with key ``keys[i]``. Rows keep batch order.
+    ``rows[i]`` and is produced with key ``keys[i]``. Rows keep batch order. ``buf`` is ``bytes`` or
+    a host array (the device lane's pooled output buffer, given back to its pool once this object is
+    gone); :meth:`values` gives ``bytes`` either way.
     """
 
-    buf: bytes = b""
+    buf: RowBuffer = b""
     offsets: npt.NDArray[np.int64] = field(default_factory=_empty_offsets)
     rows: npt.NDArray[np.int64] = field(default_factory=_empty_rows)
-    keys: list[bytes | None] = field(default_factory=list)
+    keys: Sequence[bytes | None] = field(default_factory=list)
 
     def __len__(self) -> int:
         """Number of encoded rows."""
@@ -120,14 +124,17 @@ class EncodedRows:
 
     def value(self, i: int) -> bytes:
         """The Avro datum of encoded row ``i``."""
-        return self.buf[int(self.offsets[i]) : int(self.offsets[i + 1])]
+        return bytes(memoryview(self.buf)[int(self.offsets[i]) : int(self.offsets[i + 1])])
+
+    def values(self) -> Iterator[bytes]:
+        """Every row's Avro datum as ``bytes``, in row order (one copy each, as a producer needs)."""
+        ends = self.offsets.tolist()
+        source = self.buf if isinstance(self.buf, bytes) else self.buf.tobytes()
+        return map(source.__getitem__, map(slice, ends, islice(ends, 1, None)))
 
     def items(self) -> Iterator[tuple[int, bytes | None, bytes]]:
         """``(batch position, key, value)`` for every encoded row, in batch order."""
-        view = memoryview(self.buf)
-        offs = self.offsets.tolist()
-        for i, (row, key) in enumerate(zip(self.rows.tolist(), self.keys, strict=True)):
-            yield row, key, bytes(view[offs[i] : offs[i + 1]])
+        return zip(self.rows.tolist(), self.keys, self.values(), strict=True)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ generates deterministic ~1 KB bodies (:mod:`gpu_stage.synth`), parses them in ba
 backend in turn (one process, same bodies) and reports records/s and MB/s of input, and each
 backend's ratio to the last one named. Body generation is not timed. Each run records a checksum of
 the encoded output; the command fails if the backends disagree.
+
+``--input packed`` hands the backends packed batches (:class:`~gpu_stage.packed.PackedBatch`: values,
+keys and headers in contiguous buffers, as a Kafka fetch delivers them; packing is not timed) as one
+stream, so a backend that overlaps batches (the device lane) is timed over the whole stream;
+``--serial`` adds a run of each with nothing overlapped, as the baseline for the overlap.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from typing import Any
 import fastavro
 
 from gpu_stage.backends import select
-from gpu_stage.backends.base import Backend, TransformSettings
+from gpu_stage.backends.base import Backend, StreamBackend, TransformSettings
 from gpu_stage.backends.reference import ROW_LAYOUT, ReferenceBackend
 from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.packed import PackedBatch
 from gpu_stage.runtime import tune_process
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
@@ -36,8 +42,8 @@ from llmpipe.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-def make_backend(name: str) -> Backend:
-    """The backend called ``name``: the GPU one with its default memory pool.
+def make_backend(name: str, pool_bytes: int | None = None) -> Backend:
+    """The backend called ``name``: the GPU one with a memory pool of ``pool_bytes`` (default: the worker's).
 
     ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times.
     """
@@ -48,7 +54,7 @@ def make_backend(name: str) -> Backend:
 
         return CpuLaneBackend(TransformSettings())
 
-    return select.by_name(name, TransformSettings(), DEFAULT_POOL_BYTES)
+    return select.by_name(name, TransformSettings(), pool_bytes or DEFAULT_POOL_BYTES)
 
 
 def _slow_fraction(backend: Backend) -> float | None:
@@ -105,15 +111,54 @@ def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
     return facts
 
 
-def run(records: int, backend: Backend, batch_size: int, seed: int) -> dict[str, Any]:
-    """Time parse → Avro over ``records`` bodies in batches of ``batch_size``."""
+def time_stream(backend: StreamBackend, batches: list[PackedBatch], overlap: bool = True, keep: bool = False) -> Timed:
+    """Parse packed batches as one stream (after an untimed warm-up stream of the first two).
+
+    A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
+    time between consecutive results (the first counted from the start of the stream). ``keep`` as
+    for :func:`time_batches`.
+    """
+    for _ in backend.parse_stream(batches[:2], overlap=overlap):
+        pass
+    reset = getattr(backend, "reset_counters", None)
+    if reset is not None:
+        reset()
+    digest = hashlib.sha256()
+    out = Timed()
+    last = time.perf_counter()
+    for result in backend.parse_stream(batches, overlap=overlap):
+        now = time.perf_counter()
+        out.seconds.append(now - last)
+        digest.update(result.encoded.buf)
+        out.good += len(result.encoded)
+        out.bad += len(result.bad)
+        if keep:
+            out.results.append(result)
+        last = time.perf_counter()  # the checksum is not the backend's time
+    out.sha256 = digest.hexdigest()
+    return out
+
+
+def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str = "") -> dict[str, Any]:
+    """Time parse → Avro over ``records`` bodies in batches of ``batch_size``.
+
+    ``packed`` is ``""`` (batches of Python objects, one ``parse`` call each), ``"stream"`` (packed
+    batches through :meth:`StreamBackend.parse_stream`) or ``"serial"`` (the same, nothing overlapped).
+    """
     values = bodies(records, SynthConfig(seed=seed))
     batches = [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
-    timed = time_batches(backend, batches)
+    if packed:
+        if not isinstance(backend, StreamBackend):
+            msg = f"backend {backend.name} does not take packed batches"
+            raise ConfigError(msg)
+        timed = time_stream(backend, [PackedBatch.of(b) for b in batches], overlap=packed == "stream")
+    else:
+        timed = time_batches(backend, batches)
     good, bad, elapsed = timed.good, timed.bad, sum(timed.seconds)
     input_bytes = sum(map(len, values))
     return {
         "backend": backend.name,
+        "input": f"packed ({packed})" if packed else "objects",
         "records": records,
         "batch_size": batch_size,
         "seed": seed,
@@ -181,11 +226,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)
     parser.add_argument("--baseline", action="store_true", help="also time fastavro per-row encoding")
+    parser.add_argument(
+        "--input",
+        choices=("objects", "packed", "both"),
+        default="objects",
+        help="batches of Python objects (one parse call each), packed batches (contiguous buffers, "
+        "as a fetch delivers them) streamed through the backends that take them, or both",
+    )
+    parser.add_argument("--gpu-pool-bytes", type=int, default=None, help="GPU memory pool cap (default: the worker's)")
+    parser.add_argument(
+        "--serial", action="store_true", help="with --input packed, also run each backend with nothing overlapped"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     args = parser.parse_args(argv)
     tune_process()  # as the worker does
     names = [n for n in args.backends.split(",") if n]
-    runs = [run(args.records, make_backend(name), args.batch_size, args.seed) for name in names]
+    packed_modes = ["stream", "serial"] if args.serial else ["stream"]
+    modes = {"objects": [""], "packed": packed_modes, "both": ["", *packed_modes]}[args.input]
+    runs = []
+    for name in names:
+        backend = make_backend(name, args.gpu_pool_bytes)
+        for mode in modes:
+            if mode == "serial" and backend.name == "cpu":
+                continue  # one call per batch: the same as its stream
+            one = run(args.records, backend, args.batch_size, args.seed, mode)
+            one["backend"] += {"": "", "stream": "-packed", "serial": "-packed-serial"}[mode]
+            runs.append(one)
     for one in runs:
         sys.stdout.write(
             f"{one['backend']}: {one['records']} records in {one['seconds']} s = "
@@ -199,7 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     if len({r["output_sha256"] for r in runs}) != 1:
         msg = f"backends disagree on the output bytes: { {r['backend']: r['output_sha256'] for r in runs} }"
         raise ConfigError(msg)
-    result: dict[str, Any] = {"runs": runs, "baseline": base["backend"], "ratios": ratios, "same_output": True}
+    rate = {r["backend"]: r["records_per_s"] for r in runs}
+    matrix = {a: {b: round(rate[a] / rate[b], 2) for b in rate} for a in rate}
+    result: dict[str, Any] = {
+        "runs": runs,
+        "baseline": base["backend"],
+        "ratios": ratios,
+        "ratio_matrix": matrix,
+        "same_output": True,
+    }
     if args.baseline:
         result["encoder_baseline"] = encoder_baseline(args.records, args.batch_size, args.seed)
     if args.out is not None:

@@ -23,7 +23,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import TypeVar, cast
 
 from gpu_stage import metrics
@@ -425,9 +424,7 @@ class Worker:
     def _produce_typed(self, result: ParseResult) -> None:
         encoded = result.encoded
         # Each value is a slice of the one encoded buffer (one copy, which librdkafka then takes over).
-        ends = encoded.offsets.tolist()
-        values = map(encoded.buf.__getitem__, map(slice, ends, islice(ends, 1, None)))
-        self.producer.produce_many(self.typed_topic, values, encoded.keys, self._typed_headers)
+        self.producer.produce_many(self.typed_topic, encoded.values(), encoded.keys, self._typed_headers)
 
     def _commit_offsets(self, records: Records) -> TopicPartitions:
         """Offsets after the batch; the consumer's position where it is further on.

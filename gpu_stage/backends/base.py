@@ -8,11 +8,13 @@ backend runs (``gpu_stage/semantics.md`` is the contract both implement).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.packed import PackedBatch
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.record import TypedRecord
 
@@ -53,7 +55,20 @@ class Backend(Protocol):
         ...
 
 
-def dead_letter(batch: RawBatch, i: int, stage: str, reason: Reason, text: str) -> BadRecord:
+@runtime_checkable
+class StreamBackend(Protocol):
+    """A backend that also takes packed batches (contiguous buffers, no object per record) in a stream."""
+
+    def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
+        """Each batch's result, in order: the same rows and dead letters as :meth:`Backend.parse`.
+
+        With ``overlap`` a backend may work on the next batch before the caller has taken this one's
+        result; without, each batch is done before the next is read.
+        """
+        ...
+
+
+def dead_letter(batch: RawBatch | PackedBatch, i: int, stage: str, reason: Reason, text: str) -> BadRecord:
     """The dead letter of batch position ``i``: its raw bytes, key, headers and position, and why."""
     return BadRecord(
         raw=batch.values[i],
@@ -64,5 +79,5 @@ def dead_letter(batch: RawBatch, i: int, stage: str, reason: Reason, text: str) 
         topic=batch.topic,
         partition=int(batch.partitions[i]),
         offset=int(batch.offsets[i]),
-        source_headers=tuple(batch.headers[i]),
+        source_headers=tuple(cast(Sequence[tuple[str, bytes]], batch.headers[i])),
     )

@@ -35,7 +35,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.content import ContentValidator, parse_content, parse_tool_arguments
 from gpu_stage.extract import BODY_FIELDS
+from gpu_stage.packed import PackedBatch
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.errors import ConfigError
 
@@ -213,6 +214,22 @@ class GpuBackend:
         """Zero the lane counts and stage timings (after a warm-up, or per test run)."""
         self.stats.reset()
         self.clock.reset()
+
+    def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
+        """Packed batches through the device lane, two in flight (:mod:`gpu_stage.backends.lane_packed`).
+
+        Without the lane (the cuDF path), each batch is unpacked and parsed in turn.
+        """
+        if self.lane is None:
+            yield from (self.parse(batch.to_raw()) for batch in batches)
+            return
+        packed = self.lane.packed
+        rows, taken = packed.rows, packed.taken_rows
+        for result in packed.stream(batches, overlap):
+            n = packed.rows - rows
+            self._count(n, n - (packed.taken_rows - taken), fallback=False)
+            rows, taken = packed.rows, packed.taken_rows
+            yield result
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result, same bytes as the CPU backend)."""

@@ -1,16 +1,19 @@
 """The device lane on CUDA: device buffers kept between batches, two kernel launches per batch.
 
 Per batch: the packed values, their ends, the record segments and the record columns go to the
-device (one copy each); ``measure`` (one thread per body) writes each row's size; the sizes come
-back (8 bytes per row) for the prefix sum; ``write`` fills one output buffer, which comes back in
-one copy. Buffers grow to the largest batch seen and are reused, so a steady stream of batches
-allocates nothing. Importing this module needs numba-cuda (it ships with cuDF); nothing runs until
+device (one copy each, from page-locked memory); ``measure`` (one thread per body) writes each row's
+size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills one output buffer,
+which comes back in one copy. Each slot (a batch in flight) has its own CUDA stream and buffers, so
+one batch's copies and kernels can run while the host finishes another. Buffers grow to the largest
+batch seen and are reused, so a steady stream of batches allocates nothing. Importing this module
+needs numba-cuda (it ships with cuDF); nothing runs until
 :class:`CudaExecutor` is built.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.backends import lane_rows
-from gpu_stage.backends.lane import I64, ContentTables, Executor, LaneInput, compile_lane, starts_of
+from gpu_stage.backends.lane import I64, ContentTables, Executor, LaneInput, compile_lane
 from gpu_stage.backends.stages import StageClock
 
 log = logging.getLogger(__name__)
@@ -26,8 +29,19 @@ log = logging.getLogger(__name__)
 THREADS = 128
 
 
+@dataclass
+class _Slot:
+    """One batch in flight on the device: its stream and its device arrays between the passes."""
+
+    index: int
+    stream: Any
+    n: int = 0
+    arrays: dict[str, Any] = field(default_factory=dict)
+    sizes: npt.NDArray[np.int64] | None = None
+
+
 class CudaExecutor(Executor):
-    """Both passes on the current CUDA device."""
+    """Both passes on the current CUDA device; each slot has a stream and device buffers of its own."""
 
     def __init__(
         self, tables: ContentTables, max_bytes: int, cache: Path | None = None, clock: StageClock | None = None
@@ -38,6 +52,7 @@ class CudaExecutor(Executor):
         """
         from numba import cuda
 
+        super().__init__()
         self._cuda = cuda
         self.fns = compile_lane("cuda", cache)
         self.max_bytes = max_bytes
@@ -45,20 +60,13 @@ class CudaExecutor(Executor):
         self.clock = clock or StageClock()
         self._tables = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in tables.args())
         self._arrays: dict[str, Any] = {}
-        self._arrays_host: dict[str, npt.NDArray[np.uint8]] = {}
+        self._arrays_host: dict[str, npt.NDArray[Any]] = {}
+        self._slots: dict[int, _Slot] = {}
 
     def _allocate_host(self, size: int) -> npt.NDArray[np.uint8]:
         """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
         pinned: npt.NDArray[np.uint8] = self._cuda.pinned_array(max(size, 1), dtype=np.uint8)
         return pinned
-
-    def _host_out(self, size: int) -> npt.NDArray[np.uint8]:
-        """The page-locked buffer the encoded rows come back into (grow-only)."""
-        held = self._arrays_host.get("out")
-        if held is None or len(held) < size:
-            held = self._allocate_host(max(size, int(len(held) * 1.5) if held is not None else 0))
-            self._arrays_host["out"] = held
-        return held
 
     def device_bytes(self) -> int:
         """Bytes of device memory the lane holds (its buffers are sized by the largest batch so far)."""
@@ -78,71 +86,84 @@ class CudaExecutor(Executor):
             self._arrays[name] = held
         return held[:rows]
 
-    def _put(self, name: str, host: npt.NDArray[Any]) -> Any:
-        """Copy a 1-D host array into the device buffer ``name``."""
+    def _pinned(self, name: str, host: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """``host`` copied into a grow-only page-locked buffer kept under ``name`` (so its copy is async)."""
+        held = self._arrays_host.get(name)
+        if held is None or len(held) < len(host) or held.dtype != host.dtype:
+            held = self._cuda.pinned_array(max(len(host), 1024), dtype=host.dtype)
+            self._arrays_host[name] = held
+        view = held[: len(host)]
+        view[:] = host
+        return view
+
+    def _put(self, name: str, host: npt.NDArray[Any], stream: Any, pinned: bool = False) -> Any:
+        """Copy a 1-D host array into the device buffer ``name`` on ``stream``."""
         device = self._device(name, len(host), host.dtype)
-        device.copy_to_device(np.ascontiguousarray(host))
+        source = host if pinned else self._pinned(name, np.ascontiguousarray(host))
+        device.copy_to_device(source, stream=stream)
         return device
 
-    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, Any]:
-        """Run both passes; see the module docstring."""
-        clock = self.clock
-        with clock.stage("lane_copy_in"):
-            values = self._put("values", li.values)
-            value_ends = self._put("value_ends", li.value_ends)
-            meta = self._put("meta", li.meta if len(li.meta) else np.zeros(1, dtype=np.uint8))
-            meta_ends = self._put("meta_ends", li.meta_ends)
-            columns = (li.partitions, li.offsets, li.timestamps)
-            records = tuple(self._put(name, a) for name, a in zip(("p", "o", "t"), columns, strict=True))
+    def _slot(self, slot: int) -> _Slot:
+        held = self._slots.get(slot)
+        if held is None:
+            held = self._slots[slot] = _Slot(slot, self._cuda.stream())
+        return held
+
+    def submit(self, li: LaneInput, n: int, slot: int) -> _Slot:
+        """Queue the copies in, pass 1 and the sizes' copy back on the slot's stream."""
+        state = self._slot(slot)
+        stream, k = state.stream, f"{slot}."
+        put = self._put
+        values = put(k + "values", li.values, stream, pinned=True)
+        meta_host = li.meta if len(li.meta) else np.zeros(1, dtype=np.uint8)
+        a = {
+            "values": values,
+            "meta": put(k + "meta", meta_host, stream),
+            "meta_ends": put(k + "meta_ends", li.meta_ends, stream),
+            "records": tuple(
+                put(k + name, col, stream)
+                for name, col in zip("pot", (li.partitions, li.offsets, li.timestamps), strict=True)
+            ),
+        }
+        value_ends = put(k + "value_ends", li.value_ends, stream)
         width = max(self.nprops, 1)
-        scratch = self._device("scratch", len(li.values), np.uint8)
-        slots = self._device("slots", n, np.int64, lane_rows.SLOT_COUNT)
-        cs, ce, cv = (self._device(name, n, np.int64, width) for name in ("cs", "ce", "cv"))
-        cd = self._device("cd", n, np.float64, width)
-        sizes = self._device("sizes", n, np.int64)
+        a["scratch"] = self._device(k + "scratch", len(li.values), np.uint8)
+        a["slots"] = self._device(k + "slots", n, np.int64, lane_rows.SLOT_COUNT)
+        ints = (self._device(k + c, n, np.int64, width) for c in ("cs", "ce", "cv"))
+        a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
+        sizes = self._device(k + "sizes", n, np.int64)
         blocks = (n + THREADS - 1) // THREADS
-        with clock.stage("lane_measure"):
-            self.fns.measure[blocks, THREADS](
-                values,
-                value_ends,
-                meta,
-                meta_ends,
-                self.max_bytes,
-                scratch,
-                slots,
-                *self._tables,
-                cs,
-                ce,
-                cv,
-                cd,
-                *records,
-                sizes,
-            )
-            host_sizes = sizes.copy_to_host()
-        with clock.stage("lane_offsets"):
-            starts, taken, offsets = starts_of(host_sizes)
-            device_starts = self._put("starts", starts)
-        total = int(offsets[-1])
-        out = self._device("out", max(total, 1), np.uint8)
-        with clock.stage("lane_write"):
-            self.fns.write[blocks, THREADS](
-                values,
-                meta,
-                meta_ends,
-                scratch,
-                slots,
-                self._tables[0],
-                self.nprops,
-                cs,
-                ce,
-                cv,
-                cd,
-                *records,
-                device_starts,
-                out,
-            )
-        with clock.stage("lane_copy_out"):
-            host = self._host_out(total)[:total]
-            if total:
-                out[:total].copy_to_host(host)
-        return host_sizes, taken, offsets, host
+        self.fns.measure[blocks, THREADS, stream](
+            values, value_ends, a["meta"], a["meta_ends"], self.max_bytes, a["scratch"], a["slots"], *self._tables,
+            *a["content"], *a["records"], sizes,
+        )  # fmt: skip
+        host_sizes = self._arrays_host.get(k + "sizes")
+        if host_sizes is None or len(host_sizes) < n:
+            host_sizes = self._arrays_host[k + "sizes"] = self._cuda.pinned_array(max(n, 1024), dtype=np.int64)
+        sizes.copy_to_host(host_sizes[:n], stream=stream)
+        state.n, state.arrays, state.sizes = n, a, host_sizes
+        return state
+
+    def sizes(self, handle: _Slot) -> I64:
+        """Wait for the slot's pass 1; a copy of its sizes (the page-locked buffer is the slot's)."""
+        handle.stream.synchronize()
+        assert handle.sizes is not None
+        return np.array(handle.sizes[: handle.n])
+
+    def submit_write(self, handle: _Slot, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
+        """Queue pass 2 and the copy of its ``total`` bytes into ``out`` (page-locked) on the slot's stream."""
+        if total == 0:
+            return
+        a, stream, n = handle.arrays, handle.stream, handle.n
+        device_starts = self._put(f"{handle.index}.starts", starts, stream)
+        device_out = self._device(f"{handle.index}.out", total, np.uint8)
+        blocks = (n + THREADS - 1) // THREADS
+        self.fns.write[blocks, THREADS, stream](
+            a["values"], a["meta"], a["meta_ends"], a["scratch"], a["slots"], self._tables[0], self.nprops,
+            *a["content"], *a["records"], device_starts, device_out,
+        )  # fmt: skip
+        device_out.copy_to_host(out[:total], stream=stream)
+
+    def wait(self, handle: _Slot) -> None:
+        """Wait for everything queued on the slot's stream."""
+        handle.stream.synchronize()

@@ -22,7 +22,7 @@ import logging
 import math
 import sys
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +35,7 @@ import numpy.typing as npt
 from gpu_stage.backends import lane_rows as rows_mod
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
+from gpu_stage.packed import PackedBatch
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
 
@@ -405,27 +406,80 @@ def combine(batch: RawBatch, fast: EncodedRows, rest: ParseResult, rest_position
 
 
 class Executor:
-    """Runs the two passes somewhere; returns each row's size (-1: not taken) and the encoded buffer."""
+    """Runs the two passes somewhere, for one batch at a time in each of a few slots.
 
-    _staging: npt.NDArray[np.uint8] | None = None
+    The steps are split so a caller can overlap batches: :meth:`submit` starts pass 1 of a batch in
+    a slot, :meth:`sizes` waits for its sizes, :meth:`submit_write` starts pass 2 into a host buffer,
+    :meth:`wait` waits for that buffer. A slot's buffers are reused by the next batch in that slot.
+    """
 
-    def staging(self, size: int) -> npt.NDArray[np.uint8]:
-        """A host buffer of at least ``size`` bytes for a batch's values, reused between batches."""
-        if self._staging is None or len(self._staging) < size:
-            self._staging = self._allocate_host(
-                max(size, int(len(self._staging) * 1.5) if self._staging is not None else 0)
-            )
-        return self._staging
+    SLOTS = 2
+
+    def __init__(self) -> None:
+        """No host buffers yet: they are allocated at first use and grow with the batches."""
+        self._staging: dict[int, npt.NDArray[np.uint8]] = {}
+        self._out: npt.NDArray[np.uint8] | None = None
+
+    def staging(self, size: int, slot: int = 0) -> npt.NDArray[np.uint8]:
+        """A host buffer of at least ``size`` bytes for slot ``slot``'s values, reused between batches."""
+        held = self._staging.get(slot)
+        if held is None or len(held) < size:
+            held = self._allocate_host(max(size, int(len(held) * 1.5) if held is not None else 0))
+            self._staging[slot] = held
+        return held
 
     def _allocate_host(self, size: int) -> npt.NDArray[np.uint8]:
         return np.empty(max(size, 1), dtype=np.uint8)
 
+    def submit(self, li: LaneInput, n: int, slot: int) -> Any:
+        """Start pass 1 of a packed batch in ``slot``; returns the handle the other steps take."""
+        raise NotImplementedError
+
+    def sizes(self, handle: Any) -> I64:
+        """Wait for pass 1: each row's encoded size, -1 where the lane does not take it."""
+        raise NotImplementedError
+
+    def submit_write(self, handle: Any, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
+        """Start pass 2: each taken row's datum at ``starts[r]`` (-1: skip) of ``out`` (``total`` bytes)."""
+        raise NotImplementedError
+
+    def wait(self, handle: Any) -> None:
+        """Wait until pass 2 of ``handle`` has filled its host buffer."""
+        raise NotImplementedError
+
     def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, Any]:
-        """``(sizes, taken positions, taken rows' offsets, buffer)`` for one packed batch.
+        """``(sizes, taken positions, taken rows' offsets, buffer)`` for one packed batch, taken rows only.
 
         The buffer may be the executor's own (reused by the next batch): callers copy out of it.
         """
-        raise NotImplementedError
+        handle = self.submit(li, n, 0)
+        sizes = self.sizes(handle)
+        starts, taken, offsets = starts_of(sizes)
+        total = int(offsets[-1])
+        out = self._host_out(total)
+        self.submit_write(handle, starts, total, out)
+        self.wait(handle)
+        return sizes, taken, offsets, out[:total]
+
+    def _host_out(self, size: int) -> npt.NDArray[np.uint8]:
+        """The host buffer :meth:`encode` writes the rows into (grow-only)."""
+        held = self._out
+        if held is None or len(held) < size:
+            held = self._allocate_host(max(size, int(len(held) * 1.5) if held is not None else 0))
+            self._out = held
+        return held
+
+
+@dataclass
+class _CpuPass:
+    """A batch between the passes on the CPU: its input and pass 1's per-row state."""
+
+    li: LaneInput
+    meta: npt.NDArray[np.uint8]
+    scratch: npt.NDArray[np.uint8]
+    slots: I64
+    content: tuple[Any, ...]
+    sizes: I64
 
 
 class CpuExecutor(Executor):
@@ -433,12 +487,13 @@ class CpuExecutor(Executor):
 
     def __init__(self, tables: ContentTables, max_bytes: int, cache: Path | None = None) -> None:
         """Compile the lane with numba for this CPU (or load it from ``cache``)."""
+        super().__init__()
         self.fns = compile_lane("cpu", cache)
         self.tables = tables
         self.max_bytes = max_bytes
 
-    def encode(self, li: LaneInput, n: int) -> tuple[I64, I64, I64, Any]:
-        """Both passes in this process."""
+    def submit(self, li: LaneInput, n: int, slot: int) -> _CpuPass:
+        """Pass 1, run here and now."""
         t = self.tables
         width = max(t.nprops, 1)
         scratch = np.zeros(len(li.values), dtype=np.uint8)
@@ -464,12 +519,24 @@ class CpuExecutor(Executor):
             *rows,
             sizes,
         )
-        starts, taken, offsets = starts_of(sizes)
-        out = np.zeros(max(int(offsets[-1]), 1), dtype=np.uint8)
+        return _CpuPass(li, meta, scratch, slots, (cs, ce, cv, cd), sizes)
+
+    def sizes(self, handle: _CpuPass) -> I64:
+        """Pass 1's sizes (already there)."""
+        return handle.sizes
+
+    def submit_write(self, handle: _CpuPass, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
+        """Pass 2, run here and now."""
+        li, t = handle.li, self.tables
+        target = out if total else np.zeros(1, dtype=np.uint8)
+        rows = (li.partitions, li.offsets, li.timestamps)
         self.fns.write(
-            li.values, meta, li.meta_ends, scratch, slots, t.ptab, t.nprops, cs, ce, cv, cd, *rows, starts, out
-        )
-        return sizes, taken, offsets, out[: int(offsets[-1])]
+            li.values, handle.meta, li.meta_ends, handle.scratch, handle.slots, t.ptab, t.nprops, *handle.content,
+            *rows, starts, target,
+        )  # fmt: skip
+
+    def wait(self, handle: _CpuPass) -> None:
+        """Nothing to wait for."""
 
 
 class LaneTransform:
@@ -496,6 +563,9 @@ class LaneTransform:
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.taken_rows = 0
         self.rows = 0
+        from gpu_stage.backends.lane_packed import PackedLane
+
+        self.packed = PackedLane(self.native, self.executor, self.clock)
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch: byte-identical to the native core alone."""
@@ -534,6 +604,10 @@ class CpuLaneBackend:
     def parse(self, batch: RawBatch) -> ParseResult:
         """The lane's result: byte-identical to the native core's."""
         return self.lane.parse(batch)
+
+    def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
+        """Packed batches through the lane, two in flight (see :mod:`gpu_stage.backends.lane_packed`)."""
+        return self.lane.packed.stream(batches, overlap)
 
     def reset_counters(self) -> None:
         """Forget the stage times of the warm-up batch."""

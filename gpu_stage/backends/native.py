@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from gpu_stage.backends.base import TransformSettings, dead_letter
 from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
+from gpu_stage.packed import I64, PackedBatch, Picked
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
+_REASONS = {reason.value: reason for reason in Reason}
 
 
 def native_unusable_reason() -> str | None:
@@ -76,6 +79,35 @@ class NativeBackend:
         keys = [batch.keys[i] for i in rows.tolist()]
         dead = [self._dead_letter(batch, i, reason, text) for i, reason, text in bad]
         return ParseResult(EncodedRows(buf, offsets, rows, keys), dead)
+
+    def run_packed(self, batch: PackedBatch, positions: I64 | None = None) -> tuple[bytes, I64, I64, list[BadRecord]]:
+        """The records at ``positions`` (increasing; None: all) of a packed batch, read in place.
+
+        Returns ``(buf, ends, rows, bad)``: the encoded rows back to back, each one's end in ``buf``,
+        its batch position, and the dead letters (whose raw bytes and headers are made here, the only
+        per-record Python objects of the call).
+        """
+        picks = None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
+        buf, ends, rows, bad = self._core.run_packed(batch.columns(), picks)
+        stage, topic = self.settings.stage, batch.topic
+        dead = [
+            BadRecord(value, stage, _REASONS[reason], text, key, topic, partition, offset, tuple(headers))  # type: ignore[arg-type]
+            for _, reason, text, value, key, headers, partition, offset in bad
+        ]
+        return buf, np.frombuffer(ends, dtype=np.int64), np.frombuffer(rows, dtype=np.int64), dead
+
+    def parse_packed(self, batch: PackedBatch) -> ParseResult:
+        """:meth:`parse` for a packed batch: the same rows and dead letters, no per-record objects in."""
+        if len(batch) == 0:
+            return ParseResult(EncodedRows(), [])
+        buf, ends, rows, dead = self.run_packed(batch)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        offsets[1:] = ends
+        return ParseResult(EncodedRows(buf, offsets, rows, Picked(batch.keys, rows)), dead)
+
+    def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
+        """:meth:`parse_packed` of each batch in turn (one call per batch: there is nothing to overlap)."""
+        return map(self.parse_packed, batches)
 
     def _dead_letter(self, batch: RawBatch, i: int, reason: str, text: str) -> BadRecord:
         return dead_letter(batch, i, self.settings.stage, Reason(reason), text)

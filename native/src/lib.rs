@@ -9,6 +9,7 @@ pub mod dump;
 pub mod extract;
 pub mod json;
 pub mod pack;
+pub mod packed;
 mod py;
 
 use avro::{attribute_entries, opt_long, opt_map, opt_str, MetaRow, Plan};

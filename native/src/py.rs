@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use crate::packed::Packed;
 use crate::RawRecord;
 
 const LATENCY_MS: &str = "latency.ms";
@@ -96,6 +97,86 @@ fn int64s(raw: &[u8], n: usize, what: &str) -> PyResult<Vec<i64>> {
 fn int64_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
     let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     PyBytes::new(py, &raw)
+}
+
+/// A contiguous buffer's items as a slice (an empty one for a zero-length buffer).
+fn view<'b, T: pyo3::buffer::Element>(buf: &'b PyBuffer<T>, what: &str) -> PyResult<&'b [T]> {
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("{what} must be a contiguous buffer")));
+    }
+    if buf.item_count() == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: a C-contiguous buffer of `item_count` items of `T` (PyBuffer checked the format and
+    // alignment), alive as long as `buf`.
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
+}
+
+/// The ten columns of a packed batch, in the order `gpu_stage.packed.PackedBatch.columns` gives them.
+struct PackedBuffers {
+    values: PyBuffer<u8>,
+    value_ends: PyBuffer<i64>,
+    keys: PyBuffer<u8>,
+    key_ends: PyBuffer<i64>,
+    key_null: PyBuffer<u8>,
+    headers: PyBuffer<u8>,
+    header_ends: PyBuffer<i64>,
+    partitions: PyBuffer<i64>,
+    offsets: PyBuffer<i64>,
+    timestamps: PyBuffer<i64>,
+}
+
+impl PackedBuffers {
+    fn of(columns: &Bound<'_, PyTuple>) -> PyResult<Self> {
+        if columns.len() != 10 {
+            return Err(PyValueError::new_err("a packed batch has ten columns"));
+        }
+        let item = |i: usize| columns.get_item(i);
+        Ok(PackedBuffers {
+            values: PyBuffer::get(&item(0)?)?,
+            value_ends: PyBuffer::get(&item(1)?)?,
+            keys: PyBuffer::get(&item(2)?)?,
+            key_ends: PyBuffer::get(&item(3)?)?,
+            key_null: PyBuffer::get(&item(4)?)?,
+            headers: PyBuffer::get(&item(5)?)?,
+            header_ends: PyBuffer::get(&item(6)?)?,
+            partitions: PyBuffer::get(&item(7)?)?,
+            offsets: PyBuffer::get(&item(8)?)?,
+            timestamps: PyBuffer::get(&item(9)?)?,
+        })
+    }
+
+    /// The columns as slices, checked (lengths, ends, header encoding).
+    fn packed(&self) -> PyResult<Packed<'_>> {
+        let packed = Packed {
+            values: view(&self.values, "values")?,
+            value_ends: view(&self.value_ends, "value_ends")?,
+            keys: view(&self.keys, "keys")?,
+            key_ends: view(&self.key_ends, "key_ends")?,
+            key_null: view(&self.key_null, "key_null")?,
+            headers: view(&self.headers, "headers")?,
+            header_ends: view(&self.header_ends, "header_ends")?,
+            partitions: view(&self.partitions, "partitions")?,
+            offsets: view(&self.offsets, "offsets")?,
+            timestamps: view(&self.timestamps, "timestamps_ms")?,
+        };
+        packed.check().map_err(PyValueError::new_err)?;
+        Ok(packed)
+    }
+}
+
+/// A writable contiguous byte buffer as a mutable slice.
+#[allow(clippy::mut_from_ref)] // the buffer's memory is Python's, not borrowed from `buf`
+fn view_mut<'b>(buf: &'b PyBuffer<u8>, what: &str) -> PyResult<&'b mut [u8]> {
+    if buf.readonly() || !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("{what} must be a writable contiguous byte buffer")));
+    }
+    if buf.len_bytes() == 0 {
+        return Ok(&mut []);
+    }
+    // SAFETY: writable and C-contiguous, `len_bytes` long, alive as long as `buf`; the caller does
+    // not touch it from Python while the call runs.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut u8, buf.len_bytes()) })
 }
 
 /// What `lane_input` returns: the packed batch's columns, or the size `out` must have.
@@ -207,10 +288,132 @@ impl PyTransform {
         drop(target);
         Ok(LaneInput::Packed((int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends))))
     }
+
+    /// Transform the records at `positions` (int64, increasing; None: every record) of a packed
+    /// batch (`columns`: see `PackedBuffers`). Returns what `run` returns, with batch positions,
+    /// except that each dead letter is `(position, reason, text, value, key, headers, partition,
+    /// offset)`: what its dead-letter record needs.
+    /// Runs without the GIL; the caller leaves the buffers alone meanwhile.
+    #[pyo3(signature = (columns, positions=None))]
+    fn run_packed<'py>(
+        &self,
+        py: Python<'py>,
+        columns: &Bound<'py, PyTuple>,
+        positions: Option<PyBuffer<i64>>,
+    ) -> PyResult<RunResult<'py>> {
+        let held = PackedBuffers::of(columns)?;
+        let packed = held.packed()?;
+        let all: Vec<i64>;
+        let picks: &[i64] = match &positions {
+            Some(p) => view(p, "positions")?,
+            None => {
+                all = (0..packed.len() as i64).collect();
+                &all
+            }
+        };
+        if picks.iter().any(|&p| p < 0 || p as usize >= packed.len()) {
+            return Err(PyValueError::new_err("a position lies outside the batch"));
+        }
+        let scratch = std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
+        let inner = &self.inner;
+        let out = py.detach(|| {
+            let input_bytes = picks.iter().map(|&p| packed.value(p as usize).len()).sum();
+            let records = picks.iter().map(|&p| packed.record(p as usize));
+            let mut out = inner.run(records, input_bytes, scratch);
+            for row in &mut out.positions {
+                *row = picks[*row as usize];
+            }
+            out
+        });
+        // A dead letter carries its record back: value, key and headers are made here, in one pass.
+        let bad = PyList::empty(py);
+        for (i, reason, text) in out.bad {
+            let p = picks[i] as usize;
+            let (s, e) = (if p == 0 { 0 } else { packed.header_ends[p - 1] as usize }, packed.header_ends[p] as usize);
+            let headers = PyList::empty(py);
+            for (name, value) in crate::packed::headers(&packed.headers[s..e]).map_err(PyValueError::new_err)? {
+                let name = std::str::from_utf8(name).map_err(|_| PyValueError::new_err("a header name is not UTF-8"))?;
+                headers.append((name, value.map(|v| PyBytes::new(py, v))))?;
+            }
+            let value = PyBytes::new(py, packed.value(p));
+            let key = packed.key(p).map(|k| PyBytes::new(py, k));
+            bad.append((p, reason, text, value, key, headers, packed.partitions[p], packed.offsets[p]))?;
+        }
+        let buf = PyBytes::new(py, &out.buf);
+        *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
+        Ok((buf, int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
+    }
+
+    /// The record segments of a packed batch as `lane_input` returns them: `(meta, meta_ends)`.
+    fn lane_meta_packed<'py>(
+        &self,
+        py: Python<'py>,
+        columns: &Bound<'py, PyTuple>,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let held = PackedBuffers::of(columns)?;
+        let packed = held.packed()?;
+        let inner = &self.inner;
+        let (meta, meta_ends) = py.detach(|| {
+            let n = packed.len();
+            let (mut meta, mut meta_ends) = (Vec::with_capacity(n * 8), Vec::with_capacity(2 * n));
+            let records = (0..n).map(|i| {
+                let r = packed.record(i);
+                (r.key, r.latency, r.attributes)
+            });
+            inner.meta_segments(records, &mut meta, &mut meta_ends);
+            (meta, meta_ends)
+        });
+        Ok((PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
+    }
+}
+
+/// Copy the byte buffer `src` into `dst` (writable, of the same size) without the GIL, on two
+/// threads when it is large: a batch's values into page-locked memory.
+#[pyfunction]
+fn copy_into(py: Python<'_>, src: PyBuffer<u8>, dst: PyBuffer<u8>) -> PyResult<()> {
+    let from = view(&src, "src")?;
+    let to = view_mut(&dst, "dst")?;
+    if from.len() != to.len() {
+        return Err(PyValueError::new_err("copy_into needs buffers of one size"));
+    }
+    py.detach(|| crate::packed::copy_into(from, to));
+    Ok(())
+}
+
+/// Copy each row of `src` (row `i` ends at `src_ends[i]`) to `dst` at `starts[i]`, without the GIL:
+/// the native core's rows into their places among the device lane's.
+#[pyfunction]
+fn place(py: Python<'_>, dst: PyBuffer<u8>, src: PyBuffer<u8>, src_ends: PyBuffer<i64>, starts: PyBuffer<i64>) -> PyResult<()> {
+    let to = view_mut(&dst, "dst")?;
+    let (from, ends, at) = (view(&src, "src")?, view(&src_ends, "src_ends")?, view(&starts, "starts")?);
+    py.detach(|| crate::packed::place(to, from, ends, at)).map_err(PyValueError::new_err)
+}
+
+/// Record `i`'s headers from a packed header buffer and its ends, as `(name, value)` pairs (a null
+/// value is None): a dead letter keeps its record's headers.
+#[pyfunction]
+fn headers_at<'py>(py: Python<'py>, buf: PyBuffer<u8>, ends: PyBuffer<i64>, i: usize) -> PyResult<Bound<'py, PyList>> {
+    let (bytes, ends) = (view(&buf, "buf")?, view(&ends, "ends")?);
+    let end = *ends.get(i).ok_or_else(|| PyValueError::new_err("record index out of range"))?;
+    let start = if i == 0 { 0 } else { ends[i - 1] };
+    let raw = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(end).ok())
+        .and_then(|(s, e)| bytes.get(s..e))
+        .ok_or_else(|| PyValueError::new_err("header ends outside the buffer"))?;
+    let list = PyList::empty(py);
+    for (name, value) in crate::packed::headers(raw).map_err(PyValueError::new_err)? {
+        let name = std::str::from_utf8(name).map_err(|_| PyValueError::new_err("a header name is not UTF-8"))?;
+        list.append((name, value.map(|v| PyBytes::new(py, v))))?;
+    }
+    Ok(list)
 }
 
 #[pymodule]
 fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransform>()?;
+    m.add_function(wrap_pyfunction!(copy_into, m)?)?;
+    m.add_function(wrap_pyfunction!(place, m)?)?;
+    m.add_function(wrap_pyfunction!(headers_at, m)?)?;
     Ok(())
 }

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"n
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpu_stage"))
 pytest.importorskip("numba")
 
-from test_gpu_stage_lane import _run, batches, lane_bodies  # noqa: E402
+from test_gpu_stage_lane import _run, _run_packed, batches, lane_bodies  # noqa: E402
+from test_packed import assert_same_result  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +72,45 @@ def test_the_worker_parse_thread_gives_the_same_bytes() -> None:
     assert b"".join(bytes(r.encoded.buf) for r in there) == bytes(here.encoded.buf)
     assert [b.offset for r in there for b in r.bad] == [b.offset for b in here.bad]
     assert backend.lane is not None and backend.lane.taken_rows > 0
+
+
+def _split(values: list[bytes], sizes: list[int]) -> list[RawBatch]:
+    raws, at = [], 0
+    for size in sizes:
+        raws.append(synth.batch(values[at : at + size], first_offset=at))
+        at += size
+    return raws
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_packed_stream_on_the_device(lane: Any, overlap: bool) -> None:
+    """Batches that grow, shrink and repeat in both slots (an empty one among them), every result held."""
+    sizes = [50_000, 1, 0, 20_000, 60_000, 5, 30_000]
+    values = synth.bodies(sum(sizes))
+    taken = _run_packed(lane, NATIVE, _split(values, sizes), overlap)
+    assert taken == sum(not v.startswith(b'{"error"') for v in values)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(raws=st.lists(batches(), min_size=1, max_size=3))
+def test_packed_stream_of_generated_batches(lane: Any, raws: list[RawBatch]) -> None:
+    _run_packed(lane, NATIVE, raws)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(lane_bodies(), min_size=1, max_size=64), split=st.integers(0, 64))
+def test_packed_bodies_in_the_lanes_subset(lane: Any, values: list[bytes], split: int) -> None:
+    _run_packed(lane, NATIVE, [synth.batch(values[:split]), synth.batch(values[split:], first_offset=split)])
+
+
+def test_the_backend_streams_packed_batches_and_counts_them() -> None:
+    from gpu_stage.backends.gpu import GpuBackend
+    from gpu_stage.packed import PackedBatch
+
+    backend = GpuBackend(TransformSettings())
+    raws = _split(synth.bodies(25_000), [10_000, 10_000, 5_000])
+    results = list(backend.parse_stream(PackedBatch.of(raw) for raw in raws))
+    for raw, got in zip(raws, results, strict=True):
+        assert_same_result(NATIVE.parse(raw), got)
+    assert backend.stats.rows == 25_000 and backend.stats.batches == 3
+    assert 0 < backend.stats.slow_rows == sum(len(r.bad) for r in results)

@@ -23,12 +23,14 @@ from hypothesis import strategies as st
 pytest.importorskip("numba")
 
 from test_gpu_stage_native import CONTENT_SCHEMAS, _assert_same, _settings, batches
+from test_packed import assert_same_result
 
 from gpu_stage import synth
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.lane import CpuExecutor, LaneTransform, compile_lane
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.batch import RawBatch
+from gpu_stage.packed import PackedBatch
 from gpu_stage.vectors import batch_of, load_vectors
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
@@ -45,6 +47,42 @@ def _run(lane: LaneTransform, native: NativeBackend, batch: RawBatch) -> tuple[i
     native_result = native.parse(batch)
     _assert_same(native_result, lane.parse(batch))
     return lane.taken_rows - before, len(native_result.encoded)
+
+
+def _run_packed(lane: LaneTransform, native: NativeBackend, raws: list[RawBatch], overlap: bool = True) -> int:
+    """Stream the batches packed through the lane, every result held to the end; rows the lane took."""
+    before = lane.packed.taken_rows
+    results = list(lane.packed.stream([PackedBatch.of(raw) for raw in raws], overlap))
+    assert len(results) == len(raws)
+    for raw, got in zip(raws, results, strict=True):
+        assert_same_result(native.parse(raw), got)
+    return lane.packed.taken_rows - before
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_packed_stream_of_batches_of_every_size(overlap: bool) -> None:
+    """Sizes that shrink, grow and repeat (buffers reused and grown per slot), an empty batch among them."""
+    values = synth.bodies(6001)
+    sizes = [3000, 1, 0, 500, 2500]
+    raws, at = [], 0
+    for size in sizes:
+        raws.append(synth.batch(values[at : at + size], first_offset=at))
+        at += size
+    taken = _run_packed(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), raws, overlap)
+    good = sum(not v.startswith(b'{"error"') for v in values[:at])
+    assert 0 < taken == good
+
+
+@pytest.mark.parametrize("schema", sorted(CONTENT_SCHEMAS))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(raws=st.lists(batches(), min_size=1, max_size=3))
+def test_packed_stream_of_generated_batches(schema: str, raws: list[RawBatch]) -> None:
+    _run_packed(LANES[schema], NATIVE[schema], raws)
+
+
+def test_packed_stream_of_the_shared_vectors() -> None:
+    lane = LaneTransform(WIDE, CpuExecutor)
+    assert _run_packed(lane, NativeBackend(WIDE), [batch_of(load_vectors())] * 3) > 0
 
 
 def test_synthetic_bodies_are_all_taken() -> None:
@@ -136,6 +174,13 @@ def lane_bodies(draw: st.DrawFn) -> bytes:
 @given(values=st.lists(lane_bodies(), min_size=1, max_size=8))
 def test_bodies_in_the_lanes_subset(values: list[bytes]) -> None:
     _run(LANES["default"], NATIVE["default"], synth.batch(values))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=st.lists(lane_bodies(), min_size=1, max_size=8), split=st.integers(0, 8))
+def test_packed_bodies_in_the_lanes_subset(values: list[bytes], split: int) -> None:
+    raws = [synth.batch(values[:split]), synth.batch(values[split:], first_offset=split)]
+    _run_packed(LANES["default"], NATIVE["default"], raws)
 
 
 @settings(max_examples=500, deadline=None)

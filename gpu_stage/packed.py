@@ -1,0 +1,205 @@
+"""A batch as contiguous buffers, the way a Kafka fetch delivers it: no Python object per record.
+
+The values lie back to back in one buffer with their ends, the keys likewise (with a null flag
+each), and each record's headers are encoded back to back (per header: name length ``u32`` LE, the
+name, value length ``i32`` LE with -1 for a null value, the value). The native core and the device
+lane read a record as slices of these buffers; Python objects for a record are made only where one
+is needed: a dead letter's raw bytes and headers, or a key to produce with.
+
+:class:`PackedBatch` reads like a :class:`~gpu_stage.batch.RawBatch` (``values[i]``, ``keys[i]``,
+``headers[i]``, ``partitions[i]`` …), so code that handles a few records of a batch, such as building
+a dead letter, takes either.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar, cast, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from gpu_stage.batch import RawBatch
+
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+Headers = list[tuple[str, bytes | None]]
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+T = TypeVar("T")
+
+
+def _start(ends: I64, i: int) -> int:
+    return int(ends[i - 1]) if i > 0 else 0
+
+
+class _Lazy(Sequence[T]):
+    """A read-only sequence whose items are made on access (a slice gives a list)."""
+
+    def __init__(self, n: int) -> None:
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _item(self, i: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, i: int) -> T: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[T]: ...
+    def __getitem__(self, i: int | slice) -> T | list[T]:
+        if isinstance(i, slice):
+            return [self._item(j) for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._item(i)
+
+    def __iter__(self) -> Iterator[T]:
+        return (self._item(i) for i in range(self._n))
+
+
+class Values(_Lazy[bytes]):
+    """Record ``i``'s bytes of one packed column."""
+
+    def __init__(self, buf: U8, ends: I64) -> None:
+        super().__init__(len(ends))
+        self._buf, self._ends = buf, ends
+
+    def _item(self, i: int) -> bytes:
+        return self._buf[_start(self._ends, i) : int(self._ends[i])].tobytes()
+
+
+class Keys(_Lazy[bytes | None]):
+    """Record ``i``'s key: its bytes, or None where ``null[i]`` is set."""
+
+    def __init__(self, buf: U8, ends: I64, null: U8) -> None:
+        super().__init__(len(ends))
+        self._values, self._null = Values(buf, ends), null
+
+    def _item(self, i: int) -> bytes | None:
+        return None if self._null[i] else self._values[i]
+
+
+class HeaderLists(_Lazy[Headers]):
+    """Record ``i``'s headers, decoded from the packed header buffer by the native core."""
+
+    def __init__(self, buf: U8, ends: I64) -> None:
+        super().__init__(len(ends))
+        import llmpipe_native
+
+        self._decode = functools.partial(llmpipe_native.headers_at, buf, ends)
+
+    def _item(self, i: int) -> Headers:
+        return self._decode(i)
+
+
+class Picked(_Lazy[bytes | None]):
+    """``source[rows[i]]``: the keys of a batch's good rows without building a list per batch."""
+
+    def __init__(self, source: Sequence[bytes | None], rows: I64) -> None:
+        super().__init__(len(rows))
+        self._source, self._rows = source, rows
+
+    def _item(self, i: int) -> bytes | None:
+        return self._source[int(self._rows[i])]
+
+
+def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    """One record's headers in the packed encoding."""
+    out = bytearray()
+    for name, value in headers:
+        raw = name.encode()
+        out += _U32.pack(len(raw)) + raw
+        out += _I32.pack(-1) if value is None else _I32.pack(len(value)) + value
+    return bytes(out)
+
+
+def _packed(items: Sequence[bytes]) -> tuple[U8, I64]:
+    buf = np.frombuffer(b"".join(items), dtype=np.uint8) if items else np.zeros(0, dtype=np.uint8)
+    ends = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)), dtype=np.int64)
+    return buf, ends
+
+
+@dataclass(frozen=True)
+class PackedBatch:
+    """A batch of ``llm.raw`` records as contiguous buffers (see the module docstring)."""
+
+    topic: str
+    value_buf: U8
+    value_ends: I64
+    key_buf: U8
+    key_ends: I64
+    key_null: U8
+    header_buf: U8
+    header_ends: I64
+    partitions: I64
+    offsets: I64
+    timestamps_ms: I64
+
+    def __len__(self) -> int:
+        """Number of records."""
+        return len(self.value_ends)
+
+    @functools.cached_property
+    def values(self) -> Values:
+        """Record ``i``'s value as ``bytes`` (made on access)."""
+        return Values(self.value_buf, self.value_ends)
+
+    @functools.cached_property
+    def keys(self) -> Keys:
+        """Record ``i``'s key as ``bytes`` or None (made on access)."""
+        return Keys(self.key_buf, self.key_ends, self.key_null)
+
+    @functools.cached_property
+    def headers(self) -> HeaderLists:
+        """Record ``i``'s headers as ``(name, value)`` pairs (made on access)."""
+        return HeaderLists(self.header_buf, self.header_ends)
+
+    @property
+    def value_bytes(self) -> int:
+        """Total size of the values."""
+        return int(self.value_ends[-1]) if len(self) else 0
+
+    def columns(self) -> tuple[npt.NDArray[np.generic], ...]:
+        """The ten columns in the order the native core takes them."""
+        return (
+            self.value_buf,
+            self.value_ends,
+            self.key_buf,
+            self.key_ends,
+            self.key_null,
+            self.header_buf,
+            self.header_ends,
+            self.partitions,
+            self.offsets,
+            self.timestamps_ms,
+        )
+
+    @classmethod
+    def of(cls, batch: RawBatch) -> PackedBatch:
+        """Pack a batch of Python objects (tests, benchmarks; a fetch would fill the buffers itself)."""
+        value_buf, value_ends = _packed(list(batch.values))
+        key_buf, key_ends = _packed([k or b"" for k in batch.keys])
+        key_null = np.fromiter((k is None for k in batch.keys), dtype=np.uint8, count=len(batch))
+        header_buf, header_ends = _packed([encode_headers(h) for h in batch.headers])
+        ints = (np.ascontiguousarray(c, dtype=np.int64) for c in (batch.partitions, batch.offsets, batch.timestamps_ms))
+        return cls(batch.topic, value_buf, value_ends, key_buf, key_ends, key_null, header_buf, header_ends, *ints)
+
+    def to_raw(self) -> RawBatch:
+        """The same records as Python objects (tests compare both forms)."""
+        return RawBatch(
+            values=list(self.values),
+            keys=list(self.keys),
+            headers=cast(list[Sequence[tuple[str, bytes]]], list(self.headers)),
+            topic=self.topic,
+            partitions=self.partitions,
+            offsets=self.offsets,
+            timestamps_ms=self.timestamps_ms,
+        )

@@ -1,0 +1,156 @@
+"""Packed batches (contiguous buffers) and the native core reading them in place.
+
+A packed batch must hold exactly the records it was packed from (keys that are None or empty,
+header values that are None, repeated headers), and the native core must give the same rows, keys
+and dead letters from it as from the batch of Python objects, for the whole batch and for any
+subset of its positions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_gpu_stage_native import CONTENT_SCHEMAS, _settings, batches
+
+from gpu_stage import synth
+from gpu_stage.backends.lane_packed import HostPool
+from gpu_stage.backends.native import NativeBackend
+from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.packed import PackedBatch, encode_headers
+from gpu_stage.vectors import batch_of, load_vectors
+
+NATIVE = {name: NativeBackend(_settings(name)) for name in CONTENT_SCHEMAS}
+
+
+def assert_same_result(want: ParseResult, got: ParseResult) -> None:
+    """Same rows, offsets, bytes, keys and dead letters (``got`` may hold a view and lazy keys)."""
+    assert got.encoded.rows.tolist() == want.encoded.rows.tolist()
+    assert got.encoded.offsets.tolist() == want.encoded.offsets.tolist()
+    assert bytes(got.encoded.buf) == bytes(want.encoded.buf)
+    assert list(got.encoded.keys) == list(want.encoded.keys)
+    assert got.bad == want.bad
+
+
+def _odd_batch() -> RawBatch:
+    return RawBatch(
+        values=[b'{"a":1}', b"", b"\xff\xfe"],
+        keys=[None, b"", b"k\x00"],
+        headers=[
+            [("latency.ms", b"7"), ("latency.ms", b"8"), ("x", b"")],
+            [],
+            [("attributes", None), ("h\u00e9", b"\x00\x01")],  # type: ignore[list-item]
+        ],
+        topic="t",
+        partitions=[0, 1, 2],
+        offsets=[5, 6, 7],
+        timestamps_ms=[-1, 0, 2**62],
+    )
+
+
+def test_packing_keeps_every_record_as_it_was() -> None:
+    raw = _odd_batch()
+    packed = PackedBatch.of(raw)
+    assert len(packed) == 3 and packed.value_bytes == 9
+    assert list(packed.values) == list(raw.values)
+    assert list(packed.keys) == [None, b"", b"k\x00"]
+    assert list(packed.headers) == [list(h) for h in raw.headers]
+    assert packed.headers[-1] == [("attributes", None), ("h\u00e9", b"\x00\x01")]
+    assert packed.keys[1:] == [b"", b"k\x00"]
+    back = packed.to_raw()
+    assert back.offsets.tolist() == [5, 6, 7] and back.timestamps_ms.tolist() == [-1, 0, 2**62]
+    with pytest.raises(IndexError):
+        packed.values[3]
+
+
+def test_an_empty_batch() -> None:
+    packed = PackedBatch.of(RawBatch.of_values([]))
+    assert len(packed) == 0 and packed.value_bytes == 0
+    result = NATIVE["default"].parse_packed(packed)
+    assert len(result) == 0
+
+
+@pytest.mark.parametrize("schema", sorted(CONTENT_SCHEMAS))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(batch=batches(), data=st.data())
+def test_native_reads_packed_batches_in_place(schema: str, batch: RawBatch, data: st.DataObject) -> None:
+    native = NATIVE[schema]
+    packed = PackedBatch.of(batch)
+    assert_same_result(native.parse(batch), native.parse_packed(packed))
+    picks = sorted(data.draw(st.sets(st.integers(0, len(batch) - 1))))
+    buf, ends, rows, bad = native.run_packed(packed, np.array(picks, dtype=np.int64))
+    subset = native.parse(RawBatch(
+        values=[batch.values[i] for i in picks],
+        keys=[batch.keys[i] for i in picks],
+        headers=[batch.headers[i] for i in picks],
+        topic=batch.topic,
+        partitions=[batch.partitions[i] for i in picks],
+        offsets=[batch.offsets[i] for i in picks],
+        timestamps_ms=[batch.timestamps_ms[i] for i in picks],
+    ))  # fmt: skip
+    assert buf == subset.encoded.buf
+    assert ends.tolist() == subset.encoded.offsets[1:].tolist()
+    assert rows.tolist() == [picks[i] for i in subset.encoded.rows.tolist()]
+    assert bad == subset.bad
+
+
+def test_shared_vectors_and_synthetic_bodies() -> None:
+    native = NATIVE["default"]
+    for raw in (batch_of(load_vectors()), synth.batch(synth.bodies(3000))):
+        result = native.parse_packed(PackedBatch.of(raw))
+        assert_same_result(native.parse(raw), result)
+        assert len(result.bad) > 0  # both sets hold dead letters, which carry their record back
+        first = result.bad[0]
+        i = [int(o) for o in raw.offsets].index(first.offset)
+        assert first.raw == raw.values[i] and first.source_headers == tuple(raw.headers[i])
+
+
+def test_malformed_columns_are_refused() -> None:
+    native = NATIVE["default"]
+    packed = PackedBatch.of(_odd_batch())
+    cut = packed.header_buf[:-1]
+    broken = dataclasses.replace(packed, header_buf=cut)
+    with pytest.raises(ValueError, match=r"past the buffer|malformed"):
+        native.parse_packed(broken)
+    ragged = dataclasses.replace(packed, offsets=packed.offsets[:2])
+    with pytest.raises(ValueError, match="differ in length"):
+        native.parse_packed(ragged)
+    with pytest.raises(ValueError, match="outside the batch"):
+        native.run_packed(packed, np.array([3], dtype=np.int64))
+
+
+def test_header_encoding_is_what_the_native_core_decodes() -> None:
+    import llmpipe_native
+
+    pairs = [("a", b"1"), ("", b""), ("b", None), ("\u00fc", b"\xff" * 300)]
+    raw = encode_headers(pairs)
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    assert llmpipe_native.headers_at(buf, np.array([len(raw)], dtype=np.int64), 0) == pairs
+    assert raw[:5] == b"\x01\x00\x00\x00a"
+
+
+def test_pooled_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
+    made: list[int] = []
+
+    def allocate(size: int) -> np.ndarray:
+        made.append(size)
+        return np.zeros(size, dtype=np.uint8)
+
+    pool = HostPool(allocate, keep=2)
+    first = pool.take(100)
+    view = first.data[:50]
+    del first
+    second = pool.take(80)  # the first is still seen through ``view``
+    assert len(made) == 2
+    sub = memoryview(view)[10:20]  # a view of the view holds the buffer too
+    del view, second
+    third = pool.take(90)  # the second buffer (80) is free but too small: it is replaced
+    assert made == [100, 80, 90]
+    del sub
+    fourth = pool.take(60)  # the first buffer is free again
+    assert len(fourth) == 100 and made == [100, 80, 90]
+    assert pool.held_bytes() == 190
+    del third, fourth
