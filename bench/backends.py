@@ -99,14 +99,15 @@ def run(
 ) -> BackendRun:
     """Time ``backend`` over ``raw``; optionally decode its output for the value checksum (untimed).
 
-    With ``packed`` the batches are packed first (untimed) and streamed through the backend
+    With ``packed`` the batches are packed first (untimed) into the backend's input buffers, as a fetch
+    into them would leave them, and streamed through the backend
     (:func:`gpu_stage.bench_transform.time_stream`); its name gets ``-packed``.
     """
     if packed:
         if not isinstance(backend, StreamBackend):
             msg = f"backend {backend.name} does not take packed batches"
             raise ConfigError(msg)
-        timed = time_stream(backend, [PackedBatch.of(b) for b in raw], keep=with_checksum)
+        timed = time_stream(backend, [PackedBatch.of(b, backend.input_buffer) for b in raw], keep=with_checksum)
     else:
         timed = time_batches(backend, raw, keep=with_checksum)
     out = BackendRun(

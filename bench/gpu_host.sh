@@ -3,9 +3,10 @@
 # unit tests of the CPU backends on that host's Python, transform rates of every backend on the same
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
-# Usage: bench/gpu_host.sh OUTDIR [tests|transform|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
+# Usage: bench/gpu_host.sh OUTDIR [tests|transform|packed|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|transform|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|transform|packed|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -26,6 +27,18 @@ if [ "$what" = transform ] || [ "$what" = all ]; then
         --out "$out/transform-1m-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 200000 --batch-size 10000 --backends gpu,cpu \
         --out "$out/transform-10k-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
+fi
+if [ "$what" = packed ] || [ "$what" = all ]; then
+    # The device lane over packed batches, two in flight, against itself with nothing overlapped and
+    # against the native core on the same packed batches; at most 2 CPU cores. 1 M-record batches hold
+    # about 7 GiB on the device in two slots, so their pool is 32 GiB.
+    log="$out/gpu-packed-h200.log"
+    step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu,cpu \
+        --input both --serial --out "$out/transform-packed-h200.json" > "$log" 2>&1
+    step two_cores python -m gpu_stage.bench_transform --records 300000 --batch-size 10000 --backends gpu,cpu \
+        --input both --serial --out "$out/transform-packed-10k-h200.json" >> "$log" 2>&1
+    step two_cores python -m gpu_stage.bench_transform --records 4000000 --batch-size 1000000 --backends gpu \
+        --input packed --serial --gpu-pool-bytes $((32 << 30)) --out "$out/transform-packed-1m-h200.json" >> "$log" 2>&1
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies.

@@ -8,8 +8,10 @@ the encoded output; the command fails if the backends disagree.
 
 ``--input packed`` hands the backends packed batches (:class:`~gpu_stage.packed.PackedBatch`: values,
 keys and headers in contiguous buffers, as a Kafka fetch delivers them; packing is not timed) as one
-stream, so a backend that overlaps batches (the device lane) is timed over the whole stream;
-``--serial`` adds a run of each with nothing overlapped, as the baseline for the overlap.
+stream, so a backend that overlaps batches (the device lane) is timed over the whole stream: once
+with the values in buffers of their own (``-packed``: the lane copies them into page-locked memory)
+and once packed into the backend's input buffers (``-packed-pinned``: read where they are);
+``--serial`` adds the pinned run with nothing overlapped (``-packed-serial``), the overlap's baseline.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+
+_SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-packed-serial"}
 
 
 def make_backend(name: str, pool_bytes: int | None = None) -> Backend:
@@ -143,7 +148,9 @@ def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str 
     """Time parse → Avro over ``records`` bodies in batches of ``batch_size``.
 
     ``packed`` is ``""`` (batches of Python objects, one ``parse`` call each), ``"stream"`` (packed
-    batches through :meth:`StreamBackend.parse_stream`) or ``"serial"`` (the same, nothing overlapped).
+    batches in buffers of their own through :meth:`StreamBackend.parse_stream`), ``"pinned"`` (packed
+    into the backend's own input buffers, as a fetch into them would leave them) or ``"serial"``
+    (pinned, nothing overlapped).
     """
     values = bodies(records, SynthConfig(seed=seed))
     batches = [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
@@ -151,7 +158,8 @@ def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str 
         if not isinstance(backend, StreamBackend):
             msg = f"backend {backend.name} does not take packed batches"
             raise ConfigError(msg)
-        timed = time_stream(backend, [PackedBatch.of(b) for b in batches], overlap=packed == "stream")
+        allocate = None if packed == "stream" else backend.input_buffer
+        timed = time_stream(backend, [PackedBatch.of(b, allocate) for b in batches], overlap=packed != "serial")
     else:
         timed = time_batches(backend, batches)
     good, bad, elapsed = timed.good, timed.bad, sum(timed.seconds)
@@ -241,16 +249,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tune_process()  # as the worker does
     names = [n for n in args.backends.split(",") if n]
-    packed_modes = ["stream", "serial"] if args.serial else ["stream"]
+    packed_modes = ["stream", "pinned", "serial"] if args.serial else ["stream", "pinned"]
     modes = {"objects": [""], "packed": packed_modes, "both": ["", *packed_modes]}[args.input]
     runs = []
     for name in names:
         backend = make_backend(name, args.gpu_pool_bytes)
         for mode in modes:
-            if mode == "serial" and backend.name == "cpu":
+            if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream
             one = run(args.records, backend, args.batch_size, args.seed, mode)
-            one["backend"] += {"": "", "stream": "-packed", "serial": "-packed-serial"}[mode]
+            one["backend"] += _SUFFIX[mode]
             runs.append(one)
     for one in runs:
         sys.stdout.write(

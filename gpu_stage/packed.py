@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast, overload
 
@@ -121,9 +121,13 @@ def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     return bytes(out)
 
 
-def _packed(items: Sequence[bytes]) -> tuple[U8, I64]:
-    buf = np.frombuffer(b"".join(items), dtype=np.uint8) if items else np.zeros(0, dtype=np.uint8)
+def _packed(items: Sequence[bytes], allocate: Callable[[int], U8] | None = None) -> tuple[U8, I64]:
     ends = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)), dtype=np.int64)
+    joined = b"".join(items)
+    if allocate is None:
+        return np.frombuffer(joined, dtype=np.uint8), ends
+    buf = allocate(len(joined))
+    buf[: len(joined)] = np.frombuffer(joined, dtype=np.uint8)
     return buf, ends
 
 
@@ -132,6 +136,7 @@ class PackedBatch:
     """A batch of ``llm.raw`` records as contiguous buffers (see the module docstring)."""
 
     topic: str
+    # The values are its first ``value_bytes`` bytes; it may be longer (a reused input buffer).
     value_buf: U8
     value_ends: I64
     key_buf: U8
@@ -183,9 +188,13 @@ class PackedBatch:
         )
 
     @classmethod
-    def of(cls, batch: RawBatch) -> PackedBatch:
-        """Pack a batch of Python objects (tests, benchmarks; a fetch would fill the buffers itself)."""
-        value_buf, value_ends = _packed(list(batch.values))
+    def of(cls, batch: RawBatch, allocate: Callable[[int], U8] | None = None) -> PackedBatch:
+        """Pack a batch of Python objects (tests, benchmarks; a fetch would fill the buffers itself).
+
+        ``allocate(size)`` gives the buffer the values are written into (at least ``size`` bytes,
+        e.g. a backend's ``input_buffer``, kept whole as ``value_buf``); by default a new one.
+        """
+        value_buf, value_ends = _packed(list(batch.values), allocate)
         key_buf, key_ends = _packed([k or b"" for k in batch.keys])
         key_null = np.fromiter((k is None for k in batch.keys), dtype=np.uint8, count=len(batch))
         header_buf, header_ends = _packed([encode_headers(h) for h in batch.headers])

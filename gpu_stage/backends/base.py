@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.packed import PackedBatch
@@ -58,6 +58,10 @@ class Backend(Protocol):
 @runtime_checkable
 class StreamBackend(Protocol):
     """A backend that also takes packed batches (contiguous buffers, no object per record) in a stream."""
+
+    def input_buffer(self, size: int) -> Any:
+        """A host buffer of at least ``size`` bytes for a batch's values, read by this backend with no copy."""
+        ...
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """Each batch's result, in order: the same rows and dead letters as :meth:`Backend.parse`.

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.gpu_lanes import device_safe, reference_row
@@ -214,6 +215,13 @@ class GpuBackend:
         """Zero the lane counts and stage timings (after a warm-up, or per test run)."""
         self.stats.reset()
         self.clock.reset()
+
+    def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
+        """A host buffer to pack a batch's values into; the device lane reads it with no copy."""
+        if self.lane is None:
+            return np.empty(size + 1, dtype=np.uint8)
+        buffer: npt.NDArray[np.uint8] = self.lane.packed.input_buffer(size)
+        return buffer
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """Packed batches through the device lane, two in flight (:mod:`gpu_stage.backends.lane_packed`).

@@ -605,6 +605,10 @@ class CpuLaneBackend:
         """The lane's result: byte-identical to the native core's."""
         return self.lane.parse(batch)
 
+    def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
+        """A host buffer to pack a batch's values into; the lane reads it with no copy."""
+        return self.lane.packed.input_buffer(size)
+
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """Packed batches through the lane, two in flight (see :mod:`gpu_stage.backends.lane_packed`)."""
         return self.lane.packed.stream(batches, overlap)

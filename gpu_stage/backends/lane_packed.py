@@ -1,26 +1,31 @@
 """The device lane over packed batches, two batches in flight: no Python object per record, no merge copy.
 
 A :class:`~gpu_stage.packed.PackedBatch` already holds its values back to back, so a batch reaches the
-device with one copy into page-locked memory (two threads, no GIL) and one transfer. Per batch:
+device with one transfer: straight from its own buffer when that is one of the lane's page-locked
+input buffers (:meth:`PackedLane.input_buffer`, what a fetch fills), else after one copy into the
+slot's page-locked buffer (two threads, no GIL). Per batch:
 
-1. ``start``: values into the slot's page-locked buffer, the record segments from the native core;
-   queue the transfers, pass 1 and the sizes' copy back on the slot's stream.
-2. ``middle``: wait for the sizes; the native core transforms the rows the lane did not take, read
-   in place from the packed buffers; every good row's final offset follows from both sets of sizes
-   (one prefix sum in batch order); queue pass 2, which writes the lane's rows at those offsets,
-   and the copy of the whole output into a pooled page-locked buffer.
-3. ``finish``: wait for that copy; the native core's rows go into the gaps left for them.
+1. ``start``: the record segments from the native core; queue the transfers, pass 1 and the sizes'
+   copy back on the slot's stream.
+2. ``rest``: once the sizes are in, the native core transforms the rows the lane did not take, read
+   in place from the packed buffers (on a thread of its own).
+3. ``middle``: every good row's final offset follows from both sets of sizes (one prefix sum in
+   batch order); queue pass 2, which writes the lane's rows at those offsets, and the copy of the
+   whole output into a pooled page-locked buffer.
+4. ``finish``: wait for that copy; the native core's rows go into the gaps left for them.
 
-:meth:`PackedLane.stream` runs ``start`` of batch k+1 between ``middle`` and ``finish`` of batch k, so
-the copy in of the next batch overlaps the device's pass 2 and copy out of this one, and the device's
-transfers and pass 1 of the next batch overlap this batch's finish. The output is byte-identical to
-the native core on the same records (the tests hold it so).
+:meth:`PackedLane.stream` keeps two batches in flight in two slots: ``start`` of batch k+1 runs on
+this thread while the native core does batch k's other rows on its own, and the device's transfers
+and pass 1 of batch k+1 run while this thread finishes batch k. The output is byte-identical to the
+native core on the same records (the tests hold it so).
 """
 
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +89,7 @@ class _Job:
     handle: Any = None
     rows: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     offsets: I64 = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    sizes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     out: U8 | None = None
     rest: tuple[bytes, I64, I64] | None = None
     bad: list[BadRecord] = field(default_factory=list)
@@ -99,8 +105,30 @@ class PackedLane:
         self.executor = executor
         self.clock = clock or StageClock()
         self.pool = HostPool(executor._allocate_host)
+        self.inputs = HostPool(executor._allocate_host)
+        # Every input buffer handed out, by its address, for as long as something holds it.
+        self._inputs: weakref.WeakValueDictionary[int, U8] = weakref.WeakValueDictionary()
         self.rows = 0
         self.taken_rows = 0
+        self.copied_batches = 0
+        self._rest = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-rest")
+
+    def input_buffer(self, size: int) -> U8:
+        """A host buffer (page-locked for the device) to pack a batch's values into.
+
+        A batch whose ``value_buf`` lies in such a buffer goes to the device from there, with no
+        copy; any other batch is copied into the slot's own page-locked buffer first.
+        """
+        buffer = self.inputs.take(size + 1)
+        self._inputs[buffer.__array_interface__["data"][0]] = buffer
+        return buffer
+
+    def _in_place(self, values: U8) -> bool:
+        """Whether ``values`` lies inside a buffer from :meth:`input_buffer`."""
+        at = values.__array_interface__["data"][0]
+        return any(
+            start <= at and at + len(values) <= start + len(buffer) for start, buffer in list(self._inputs.items())
+        )
 
     def parse(self, batch: PackedBatch) -> ParseResult:
         """One batch, nothing overlapped."""
@@ -109,14 +137,22 @@ class PackedLane:
     def stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """Every batch's result, in order; with ``overlap``, batch k+1 starts before batch k finishes."""
         source = iter(batches)
-        slots = self.executor.SLOTS if overlap else 1
+        if not overlap:
+            for batch in source:
+                alone = self._start(batch, 0)
+                self._middle(alone, self._rest_rows(self._measured(alone)))
+                yield self._finish(alone)
+            return
         job = self._next(source, 0)
-        while job is not None:
-            self._middle(job)
-            upcoming = self._next(source, (job.slot + 1) % slots) if overlap else None
+        # The native core does a batch's other rows on its own thread while this one packs the next
+        # batch; device calls stay on this thread.
+        rest = None if job is None else self._rest.submit(self._rest_rows, self._measured(job))
+        while job is not None and rest is not None:
+            upcoming = self._next(source, (job.slot + 1) % self.executor.SLOTS)
+            self._middle(job, rest.result())
             result = self._finish(job)
-            if not overlap:
-                upcoming = self._next(source, job.slot)
+            if upcoming is not None:
+                rest = self._rest.submit(self._rest_rows, self._measured(upcoming))
             yield result
             job = upcoming
 
@@ -130,22 +166,37 @@ class PackedLane:
         if n == 0:
             return job
         with self.clock.stage("lane_pack"):
-            li = _lane_input(self.native, batch, self.executor.staging(batch.value_bytes + 1, slot))
+            if self._in_place(batch.value_buf):
+                staging = None
+            else:
+                staging = self.executor.staging(batch.value_bytes + 1, slot)
+                self.copied_batches += 1
+            li = _lane_input(self.native, batch, staging)
         with self.clock.stage("lane_submit"):
             job.handle = self.executor.submit(li, n, slot)
         return job
 
-    def _middle(self, job: _Job) -> None:
+    def _measured(self, job: _Job) -> _Job:
+        """Wait for pass 1 of ``job`` (its sizes)."""
+        if len(job.batch):
+            with self.clock.stage("lane_wait_pass1"):
+                job.sizes = self.executor.sizes(job.handle)
+        return job
+
+    def _rest_rows(self, job: _Job) -> tuple[I64, tuple[bytes, I64, I64, list[BadRecord]]]:
+        """The rows the lane did not take, and the native core's result for them."""
+        slow = np.flatnonzero(job.sizes < 0)
+        with self.clock.stage("lane_rest_native"):
+            return slow, self.native.run_packed(job.batch, slow)
+
+    def _middle(self, job: _Job, rest: tuple[I64, tuple[bytes, I64, I64, list[BadRecord]]]) -> None:
+        """Every good row's offset in batch order; queue pass 2 for the lane's rows."""
         n = len(job.batch)
         if n == 0:
             return
-        with self.clock.stage("lane_wait_pass1"):
-            sizes = self.executor.sizes(job.handle)
-        slow = np.flatnonzero(sizes < 0)
-        with self.clock.stage("lane_rest_native"):
-            rest_buf, rest_ends, rest_rows, job.bad = self.native.run_packed(job.batch, slow)
+        slow, (rest_buf, rest_ends, rest_rows, job.bad) = rest
         with self.clock.stage("lane_offsets"):
-            full = sizes.copy()
+            full = job.sizes.copy()
             full[rest_rows] = np.diff(rest_ends, prepend=0)
             job.rows = np.flatnonzero(full >= 0)
             job.offsets = np.zeros(len(job.rows) + 1, dtype=np.int64)
@@ -182,15 +233,23 @@ class PackedLane:
         return ParseResult(EncodedRows(buf, job.offsets, job.rows, keys), job.bad)
 
 
-def _lane_input(native: NativeBackend, batch: PackedBatch, staging: U8) -> LaneInput:
-    """The lane's input for a packed batch: values copied into ``staging``, record segments encoded."""
+def _lane_input(native: NativeBackend, batch: PackedBatch, staging: U8 | None) -> LaneInput:
+    """The lane's input for a packed batch: values copied into ``staging``, record segments encoded.
+
+    With ``staging`` None the values are read where they are (a page-locked input buffer with a
+    byte to spare).
+    """
     import llmpipe_native
 
     total = batch.value_bytes
-    llmpipe_native.copy_into(batch.value_buf[:total], staging[:total])
+    if staging is None:
+        values = batch.value_buf[: max(total, 1)]  # an input buffer has a byte to spare
+    else:
+        llmpipe_native.copy_into(batch.value_buf[:total], staging[:total])
+        values = staging[: max(total, 1)]
     meta, meta_ends = native._core.lane_meta_packed(batch.columns())
     return LaneInput(
-        staging[: max(total, 1)],
+        values,
         batch.value_ends,
         np.frombuffer(meta, dtype=np.uint8),
         np.frombuffer(meta_ends, dtype=np.int64),

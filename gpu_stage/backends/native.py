@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+import numpy.typing as npt
 
 from gpu_stage.backends.base import TransformSettings, dead_letter
 from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
@@ -104,6 +105,10 @@ class NativeBackend:
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         offsets[1:] = ends
         return ParseResult(EncodedRows(buf, offsets, rows, Picked(batch.keys, rows)), dead)
+
+    def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
+        """A host buffer to pack a batch's values into (any buffer will do here)."""
+        return np.empty(size + 1, dtype=np.uint8)
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """:meth:`parse_packed` of each batch in turn (one call per batch: there is nothing to overlap)."""

@@ -62,8 +62,8 @@ impl<'a> Packed<'a> {
         self.value_ends.is_empty()
     }
 
-    /// Refuse columns of different lengths, ends outside their buffers and malformed headers, so
-    /// later reads cannot fail.
+    /// Refuse columns of different lengths and ends outside their buffers, so later slicing cannot
+    /// fail (headers are checked by [`Packed::check_headers`] for the records a call reads).
     pub fn check(&self) -> Result<(), String> {
         let n = self.len();
         let lengths = [
@@ -79,11 +79,15 @@ impl<'a> Packed<'a> {
         }
         check_ends(self.value_ends, self.values.len(), "value_ends")?;
         check_ends(self.key_ends, self.keys.len(), "key_ends")?;
-        check_ends(self.header_ends, self.headers.len(), "header_ends")?;
-        for i in 0..n {
-            self.header_values(i)?;
+        check_ends(self.header_ends, self.headers.len(), "header_ends")
+    }
+
+    /// Refuse malformed headers among the records at `positions` (all of them: None).
+    pub fn check_headers(&self, positions: Option<&[i64]>) -> Result<(), String> {
+        match positions {
+            Some(picks) => picks.iter().try_for_each(|&p| self.header_values(p as usize).map(drop)),
+            None => (0..self.len()).try_for_each(|i| self.header_values(i).map(drop)),
         }
-        Ok(())
     }
 
     /// Record `i`'s value.
@@ -118,7 +122,7 @@ impl<'a> Packed<'a> {
         Ok(found)
     }
 
-    /// Record `i` as the transform reads it (headers already checked by [`Packed::check`]).
+    /// Record `i` as the transform reads it (its headers already checked by [`Packed::check_headers`]).
     pub fn record(&self, i: usize) -> RawRecord<'a> {
         let (latency, attributes) = self.header_values(i).unwrap_or((None, None));
         RawRecord {
@@ -230,13 +234,13 @@ mod tests {
             offsets: &zeros,
             timestamps: &zeros,
         };
-        assert!(packed.check().is_ok());
+        assert!(packed.check().is_ok() && packed.check_headers(None).is_ok());
         assert_eq!(packed.header_values(0).unwrap(), (Some(&b"34"[..]), None));
         assert_eq!(packed.header_values(1).unwrap(), (None, Some(&b"{}"[..])));
         assert_eq!(packed.key(0), Some(&b"k"[..]));
         assert_eq!(packed.key(1), None);
         assert_eq!(packed.value(1), b"b");
-        let all = headers(&headers[..first as usize]).unwrap();
+        let all = super::headers(&headers[..first as usize]).unwrap();
         assert_eq!(all.len(), 4);
         assert_eq!(all[1], (&b"http.status"[..], Some(&b"200"[..])));
         assert_eq!(all[3], (&b"attributes"[..], None));
@@ -258,7 +262,9 @@ mod tests {
             offsets: &zero,
             timestamps: &zero,
         };
-        assert!(packed.check().unwrap_err().contains("malformed"));
+        assert!(packed.check().is_ok());
+        assert!(packed.check_headers(None).unwrap_err().contains("malformed"));
+        assert!(packed.check_headers(Some(&[])).is_ok());
         packed.header_ends = &zero;
         packed.headers = b"";
         assert!(packed.check().is_ok());

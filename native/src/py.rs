@@ -314,6 +314,7 @@ impl PyTransform {
         if picks.iter().any(|&p| p < 0 || p as usize >= packed.len()) {
             return Err(PyValueError::new_err("a position lies outside the batch"));
         }
+        packed.check_headers(Some(picks)).map_err(PyValueError::new_err)?;
         let scratch = std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
         let inner = &self.inner;
         let out = py.detach(|| {
@@ -353,7 +354,8 @@ impl PyTransform {
         let held = PackedBuffers::of(columns)?;
         let packed = held.packed()?;
         let inner = &self.inner;
-        let (meta, meta_ends) = py.detach(|| {
+        let (meta, meta_ends) = py.detach(|| -> PyResult<_> {
+            packed.check_headers(None).map_err(PyValueError::new_err)?;
             let n = packed.len();
             let (mut meta, mut meta_ends) = (Vec::with_capacity(n * 8), Vec::with_capacity(2 * n));
             let records = (0..n).map(|i| {
@@ -361,8 +363,8 @@ impl PyTransform {
                 (r.key, r.latency, r.attributes)
             });
             inner.meta_segments(records, &mut meta, &mut meta_ends);
-            (meta, meta_ends)
-        });
+            Ok((meta, meta_ends))
+        })?;
         Ok((PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
     }
 }

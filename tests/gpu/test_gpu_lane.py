@@ -82,19 +82,19 @@ def _split(values: list[bytes], sizes: list[int]) -> list[RawBatch]:
     return raws
 
 
-@pytest.mark.parametrize("overlap", [True, False])
-def test_packed_stream_on_the_device(lane: Any, overlap: bool) -> None:
+@pytest.mark.parametrize(("overlap", "in_place"), [(True, False), (False, False), (True, True), (False, True)])
+def test_packed_stream_on_the_device(lane: Any, overlap: bool, in_place: bool) -> None:
     """Batches that grow, shrink and repeat in both slots (an empty one among them), every result held."""
     sizes = [50_000, 1, 0, 20_000, 60_000, 5, 30_000]
     values = synth.bodies(sum(sizes))
-    taken = _run_packed(lane, NATIVE, _split(values, sizes), overlap)
+    taken = _run_packed(lane, NATIVE, _split(values, sizes), overlap, in_place)
     assert taken == sum(not v.startswith(b'{"error"') for v in values)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(raws=st.lists(batches(), min_size=1, max_size=3))
-def test_packed_stream_of_generated_batches(lane: Any, raws: list[RawBatch]) -> None:
-    _run_packed(lane, NATIVE, raws)
+@given(raws=st.lists(batches(), min_size=1, max_size=3), in_place=st.booleans())
+def test_packed_stream_of_generated_batches(lane: Any, raws: list[RawBatch], in_place: bool) -> None:
+    _run_packed(lane, NATIVE, raws, in_place=in_place)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

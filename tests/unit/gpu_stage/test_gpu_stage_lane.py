@@ -49,18 +49,26 @@ def _run(lane: LaneTransform, native: NativeBackend, batch: RawBatch) -> tuple[i
     return lane.taken_rows - before, len(native_result.encoded)
 
 
-def _run_packed(lane: LaneTransform, native: NativeBackend, raws: list[RawBatch], overlap: bool = True) -> int:
-    """Stream the batches packed through the lane, every result held to the end; rows the lane took."""
-    before = lane.packed.taken_rows
-    results = list(lane.packed.stream([PackedBatch.of(raw) for raw in raws], overlap))
+def _run_packed(
+    lane: LaneTransform, native: NativeBackend, raws: list[RawBatch], overlap: bool = True, in_place: bool = False
+) -> int:
+    """Stream the batches packed through the lane, every result held to the end; rows the lane took.
+
+    ``in_place`` packs the values into the lane's own input buffers, which it must read with no copy.
+    """
+    before, copied = lane.packed.taken_rows, lane.packed.copied_batches
+    allocate = lane.packed.input_buffer if in_place else None
+    results = list(lane.packed.stream([PackedBatch.of(raw, allocate) for raw in raws], overlap))
     assert len(results) == len(raws)
+    nonempty = sum(len(raw) > 0 for raw in raws)
+    assert lane.packed.copied_batches - copied == (0 if in_place else nonempty)
     for raw, got in zip(raws, results, strict=True):
         assert_same_result(native.parse(raw), got)
     return lane.packed.taken_rows - before
 
 
-@pytest.mark.parametrize("overlap", [True, False])
-def test_packed_stream_of_batches_of_every_size(overlap: bool) -> None:
+@pytest.mark.parametrize(("overlap", "in_place"), [(True, False), (False, False), (True, True), (False, True)])
+def test_packed_stream_of_batches_of_every_size(overlap: bool, in_place: bool) -> None:
     """Sizes that shrink, grow and repeat (buffers reused and grown per slot), an empty batch among them."""
     values = synth.bodies(6001)
     sizes = [3000, 1, 0, 500, 2500]
@@ -68,16 +76,16 @@ def test_packed_stream_of_batches_of_every_size(overlap: bool) -> None:
     for size in sizes:
         raws.append(synth.batch(values[at : at + size], first_offset=at))
         at += size
-    taken = _run_packed(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), raws, overlap)
+    taken = _run_packed(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), raws, overlap, in_place)
     good = sum(not v.startswith(b'{"error"') for v in values[:at])
     assert 0 < taken == good
 
 
 @pytest.mark.parametrize("schema", sorted(CONTENT_SCHEMAS))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(raws=st.lists(batches(), min_size=1, max_size=3))
-def test_packed_stream_of_generated_batches(schema: str, raws: list[RawBatch]) -> None:
-    _run_packed(LANES[schema], NATIVE[schema], raws)
+@given(raws=st.lists(batches(), min_size=1, max_size=3), in_place=st.booleans())
+def test_packed_stream_of_generated_batches(schema: str, raws: list[RawBatch], in_place: bool) -> None:
+    _run_packed(LANES[schema], NATIVE[schema], raws, in_place=in_place)
 
 
 def test_packed_stream_of_the_shared_vectors() -> None:
