@@ -188,6 +188,21 @@ enum LaneInput<'py> {
 
 type RunResult<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyList>);
 
+impl PyTransform {
+    /// The output buffer of the last batch, to be reused by this one.
+    fn take_scratch(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A run's result as Python objects; the output buffer is kept for the next batch.
+    fn result<'py>(&self, py: Python<'py>, out: crate::Output, bad: Bound<'py, PyList>) -> RunResult<'py> {
+        let buf = PyBytes::new(py, &out.buf);
+        let (ends, positions) = (int64_bytes(py, &out.ends), int64_bytes(py, &out.positions));
+        *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
+        (buf, ends, positions, bad)
+    }
+}
+
 #[pymethods]
 impl PyTransform {
     /// Compile the transform for one Avro record schema and content JSON Schema (both JSON text).
@@ -228,18 +243,16 @@ impl PyTransform {
             offset: offsets[i],
             timestamp_ms: timestamps[i],
         }).collect();
-        let scratch = std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
+        let scratch = self.take_scratch();
         // The bytes objects are immutable and `held` keeps them alive, so their buffers can be read
         // without the GIL: other Python threads (metrics, watchdog, a consumer) run meanwhile.
         let inner = &self.inner;
-        let out = py.detach(move || inner.run(records.into_iter(), input_bytes, scratch));
+        let mut out = py.detach(move || inner.run(records.into_iter(), input_bytes, scratch));
         let bad = PyList::empty(py);
-        for (i, reason, text) in out.bad {
+        for (i, reason, text) in std::mem::take(&mut out.bad) {
             bad.append((i, reason, text))?;
         }
-        let buf = PyBytes::new(py, &out.buf);
-        *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
-        Ok((buf, int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
+        Ok(self.result(py, out, bad))
     }
 
     /// A batch's columns as a device lane takes them. The values are written back to back into
@@ -315,9 +328,9 @@ impl PyTransform {
             return Err(PyValueError::new_err("a position lies outside the batch"));
         }
         packed.check_headers(Some(picks)).map_err(PyValueError::new_err)?;
-        let scratch = std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()));
+        let scratch = self.take_scratch();
         let inner = &self.inner;
-        let out = py.detach(|| {
+        let mut out = py.detach(|| {
             let input_bytes = picks.iter().map(|&p| packed.value(p as usize).len()).sum();
             let records = picks.iter().map(|&p| packed.record(p as usize));
             let mut out = inner.run(records, input_bytes, scratch);
@@ -328,7 +341,7 @@ impl PyTransform {
         });
         // A dead letter carries its record back: value, key and headers are made here, in one pass.
         let bad = PyList::empty(py);
-        for (i, reason, text) in out.bad {
+        for (i, reason, text) in std::mem::take(&mut out.bad) {
             let p = picks[i] as usize;
             let (s, e) = (if p == 0 { 0 } else { packed.header_ends[p - 1] as usize }, packed.header_ends[p] as usize);
             let headers = PyList::empty(py);
@@ -340,9 +353,7 @@ impl PyTransform {
             let key = packed.key(p).map(|k| PyBytes::new(py, k));
             bad.append((p, reason, text, value, key, headers, packed.partitions[p], packed.offsets[p]))?;
         }
-        let buf = PyBytes::new(py, &out.buf);
-        *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
-        Ok((buf, int64_bytes(py, &out.ends), int64_bytes(py, &out.positions), bad))
+        Ok(self.result(py, out, bad))
     }
 
     /// The record segments of a packed batch as `lane_input` returns them: `(meta, meta_ends)`.
