@@ -164,6 +164,8 @@ def test_sigkill_three_times_then_restart_exactly_once(kafka: KafkaSettings, new
         f"aborted_raw_records={uncommitted} http_calls={calls:.0f} for {total} requests "
         f"(repeated={calls - total:.0f}, incl. retries of injected 500s={served.get('500', 0):.0f})"
     )
-    assert 0 < kills[0] < kills[1] < kills[2] < total, "the kills must land during the run"
+    # A restarted connector may be killed before its first commit (a crash worth having too), so
+    # rounds need not each add committed records; every kill must still land before the end.
+    assert 0 < kills[0] <= kills[1] <= kills[2] < total, "the kills must land during the run"
     assert not missing and duplicates == 0
     assert len(raw) + len(dlq) == total
