@@ -75,8 +75,29 @@ class Timed:
     seconds: list[float] = field(default_factory=list)
     good: int = 0
     bad: int = 0
-    sha256: str = ""
     results: list[ParseResult] = field(default_factory=list)
+    _digest: Any = field(default_factory=hashlib.sha256, repr=False)
+
+    @property
+    def sha256(self) -> str:
+        """Checksum of every encoded buffer so far, in order."""
+        return str(self._digest.hexdigest())
+
+    def add(self, result: ParseResult, seconds: float, keep: bool) -> None:
+        """Count one batch's result and its time; the checksum covers every result so far."""
+        self.seconds.append(seconds)
+        self._digest.update(result.encoded.buf)
+        self.good += len(result.encoded)
+        self.bad += len(result.bad)
+        if keep:
+            self.results.append(result)
+
+
+def _reset_counters(backend: Any) -> None:
+    """Forget the warm-up's stage times and lane counts, so they cover the timed batches alone."""
+    reset = getattr(backend, "reset_counters", None)
+    if reset is not None:
+        reset()
 
 
 def time_batches(backend: Backend, batches: list[RawBatch], keep: bool = False) -> Timed:
@@ -86,21 +107,31 @@ def time_batches(backend: Backend, batches: list[RawBatch], keep: bool = False) 
     holds on to the results for callers that check values afterwards.
     """
     backend.parse(batches[0])  # warm-up: first-call costs are not throughput
-    reset = getattr(backend, "reset_counters", None)
-    if reset is not None:
-        reset()  # stage times and lane counts of the timed batches alone
-    digest = hashlib.sha256()
+    _reset_counters(backend)
     out = Timed()
     for raw in batches:
         start = time.perf_counter()
         result = backend.parse(raw)
-        out.seconds.append(time.perf_counter() - start)
-        digest.update(result.encoded.buf)
-        out.good += len(result.encoded)
-        out.bad += len(result.bad)
-        if keep:
-            out.results.append(result)
-    out.sha256 = digest.hexdigest()
+        out.add(result, time.perf_counter() - start, keep)
+    return out
+
+
+def time_stream(backend: StreamBackend, batches: list[PackedBatch], overlap: bool = True, keep: bool = False) -> Timed:
+    """Parse packed batches as one stream (after an untimed warm-up stream of the first two).
+
+    A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
+    time between consecutive results (the first counted from the start of the stream). ``keep`` as
+    for :func:`time_batches`.
+    """
+    for _ in backend.parse_stream(batches[:2], overlap=overlap):
+        pass
+    _reset_counters(backend)
+    out = Timed()
+    last = time.perf_counter()
+    for result in backend.parse_stream(batches, overlap=overlap):
+        seconds = time.perf_counter() - last
+        out.add(result, seconds, keep)
+        last = time.perf_counter()  # the checksum is not the backend's time
     return out
 
 
@@ -114,34 +145,6 @@ def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
         held = lane.executor.device_bytes()
         facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2)}
     return facts
-
-
-def time_stream(backend: StreamBackend, batches: list[PackedBatch], overlap: bool = True, keep: bool = False) -> Timed:
-    """Parse packed batches as one stream (after an untimed warm-up stream of the first two).
-
-    A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
-    time between consecutive results (the first counted from the start of the stream). ``keep`` as
-    for :func:`time_batches`.
-    """
-    for _ in backend.parse_stream(batches[:2], overlap=overlap):
-        pass
-    reset = getattr(backend, "reset_counters", None)
-    if reset is not None:
-        reset()
-    digest = hashlib.sha256()
-    out = Timed()
-    last = time.perf_counter()
-    for result in backend.parse_stream(batches, overlap=overlap):
-        now = time.perf_counter()
-        out.seconds.append(now - last)
-        digest.update(result.encoded.buf)
-        out.good += len(result.encoded)
-        out.bad += len(result.bad)
-        if keep:
-            out.results.append(result)
-        last = time.perf_counter()  # the checksum is not the backend's time
-    out.sha256 = digest.hexdigest()
-    return out
 
 
 def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str = "") -> dict[str, Any]:

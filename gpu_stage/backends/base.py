@@ -8,10 +8,10 @@ backend runs (``gpu_stage/semantics.md`` is the contract both implement).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.packed import PackedBatch
@@ -72,7 +72,7 @@ class StreamBackend(Protocol):
         ...
 
 
-def dead_letter(batch: RawBatch | PackedBatch, i: int, stage: str, reason: Reason, text: str) -> BadRecord:
+def dead_letter(batch: RawBatch, i: int, stage: str, reason: Reason, text: str) -> BadRecord:
     """The dead letter of batch position ``i``: its raw bytes, key, headers and position, and why."""
     return BadRecord(
         raw=batch.values[i],
@@ -83,5 +83,5 @@ def dead_letter(batch: RawBatch | PackedBatch, i: int, stage: str, reason: Reaso
         topic=batch.topic,
         partition=int(batch.partitions[i]),
         offset=int(batch.offsets[i]),
-        source_headers=tuple(cast(Sequence[tuple[str, bytes]], batch.headers[i])),
+        source_headers=tuple(batch.headers[i]),
     )

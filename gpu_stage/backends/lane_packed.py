@@ -130,10 +130,6 @@ class PackedLane:
             start <= at and at + len(values) <= start + len(buffer) for start, buffer in list(self._inputs.items())
         )
 
-    def parse(self, batch: PackedBatch) -> ParseResult:
-        """One batch, nothing overlapped."""
-        return next(iter(self.stream([batch], overlap=False)))
-
     def stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """Every batch's result, in order; with ``overlap``, batch k+1 starts before batch k finishes."""
         source = iter(batches)
