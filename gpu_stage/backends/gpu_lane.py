@@ -60,12 +60,11 @@ class CudaExecutor(Executor):
         self.clock = clock or StageClock()
         self._tables = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in tables.args())
         self._arrays: dict[str, Any] = {}
-        self._arrays_host: dict[str, npt.NDArray[Any]] = {}
         self._slots: dict[int, _Slot] = {}
 
-    def _allocate_host(self, size: int) -> npt.NDArray[np.uint8]:
+    def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
-        pinned: npt.NDArray[np.uint8] = self._cuda.pinned_array(max(size, 1), dtype=np.uint8)
+        pinned: npt.NDArray[Any] = self._cuda.pinned_array(max(size, 1), dtype=dtype)
         return pinned
 
     def device_bytes(self) -> int:
@@ -87,12 +86,8 @@ class CudaExecutor(Executor):
         return held[:rows]
 
     def _pinned(self, name: str, host: npt.NDArray[Any]) -> npt.NDArray[Any]:
-        """``host`` copied into a grow-only page-locked buffer kept under ``name`` (so its copy is async)."""
-        held = self._arrays_host.get(name)
-        if held is None or len(held) < len(host) or held.dtype != host.dtype:
-            held = self._cuda.pinned_array(max(len(host), 1024), dtype=host.dtype)
-            self._arrays_host[name] = held
-        view = held[: len(host)]
+        """``host`` copied into the page-locked buffer kept under ``name`` (so its copy is async)."""
+        view = self._host(name, len(host), host.dtype)[: len(host)]
         view[:] = host
         return view
 
@@ -137,9 +132,7 @@ class CudaExecutor(Executor):
             values, value_ends, a["meta"], a["meta_ends"], self.max_bytes, a["scratch"], a["slots"], *self._tables,
             *a["content"], *a["records"], sizes,
         )  # fmt: skip
-        host_sizes = self._arrays_host.get(k + "sizes")
-        if host_sizes is None or len(host_sizes) < n:
-            host_sizes = self._arrays_host[k + "sizes"] = self._cuda.pinned_array(max(n, 1024), dtype=np.int64)
+        host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)
         state.n, state.arrays, state.sizes = n, a, host_sizes
         return state

@@ -417,19 +417,22 @@ class Executor:
 
     def __init__(self) -> None:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
-        self._staging: dict[int, npt.NDArray[np.uint8]] = {}
-        self._out: npt.NDArray[np.uint8] | None = None
+        self._held: dict[str, npt.NDArray[Any]] = {}
+
+    def _host(self, name: str, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
+        """A host buffer of at least ``size`` items kept under ``name``; it grows by half when too small."""
+        held = self._held.get(name)
+        if held is None or len(held) < size or held.dtype != dtype:
+            grown = int(len(held) * 1.5) if held is not None and held.dtype == dtype else 0
+            held = self._held[name] = self._allocate_host(max(size, grown), dtype)
+        return held
 
     def staging(self, size: int, slot: int = 0) -> npt.NDArray[np.uint8]:
         """A host buffer of at least ``size`` bytes for slot ``slot``'s values, reused between batches."""
-        held = self._staging.get(slot)
-        if held is None or len(held) < size:
-            held = self._allocate_host(max(size, int(len(held) * 1.5) if held is not None else 0))
-            self._staging[slot] = held
-        return held
+        return self._host(f"staging.{slot}", size)
 
-    def _allocate_host(self, size: int) -> npt.NDArray[np.uint8]:
-        return np.empty(max(size, 1), dtype=np.uint8)
+    def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
+        return np.empty(max(size, 1), dtype=dtype)
 
     def submit(self, li: LaneInput, n: int, slot: int) -> Any:
         """Start pass 1 of a packed batch in ``slot``; returns the handle the other steps take."""
@@ -456,19 +459,10 @@ class Executor:
         sizes = self.sizes(handle)
         starts, taken, offsets = starts_of(sizes)
         total = int(offsets[-1])
-        out = self._host_out(total)
+        out = self._host("out", total)
         self.submit_write(handle, starts, total, out)
         self.wait(handle)
         return sizes, taken, offsets, out[:total]
-
-    def _host_out(self, size: int) -> npt.NDArray[np.uint8]:
-        """The host buffer :meth:`encode` writes the rows into (grow-only)."""
-        held = self._out
-        if held is None or len(held) < size:
-            held = self._allocate_host(max(size, int(len(held) * 1.5) if held is not None else 0))
-            self._out = held
-        return held
-
 
 @dataclass
 class _CpuPass:

@@ -23,17 +23,17 @@ def test_values_land_back_to_back_and_the_buffer_grows_only_when_a_batch_needs_i
     first = _packed(executor, small)
     assert first.values.tobytes() == b"".join(small)
     assert first.value_ends.tolist() == np.cumsum([len(v) for v in small]).tolist()
-    buffer = executor._staging[0]
+    buffer = executor._held["staging.0"]
     assert buffer is not None
     assert len(buffer) == len(b"".join(small)) + 1  # grown from nothing to exactly this batch
 
     again = _packed(executor, small[:20])  # smaller: the same buffer serves
-    assert executor._staging[0] is buffer
+    assert executor._held["staging.0"] is buffer
     assert again.values.tobytes() == b"".join(small[:20])
 
     large = synth.bodies(6_000)  # over 4 MiB: the native core copies with two threads
     grown = _packed(executor, large)
-    assert executor._staging[0] is not buffer
+    assert executor._held["staging.0"] is not buffer
     assert grown.values.tobytes() == b"".join(large)
     assert grown.value_ends[-1] == sum(map(len, large))
     assert len(grown.meta_ends) == 2 * len(large)
