@@ -109,8 +109,8 @@ class EncodedRows:
 
     Row ``i`` (of ``len(self)``) is ``buf[offsets[i]:offsets[i + 1]]``; it came from batch position
     ``rows[i]`` and is produced with key ``keys[i]``. Rows keep batch order. ``buf`` is ``bytes`` or
-    a host array (the device lane's pooled output buffer, given back to its pool once this object is
-    gone); :meth:`values` gives ``bytes`` either way.
+    a view of the device lane's pooled output buffer (reused once nothing holds a view of it);
+    :meth:`values` gives ``bytes`` either way.
     """
 
     buf: RowBuffer = b""

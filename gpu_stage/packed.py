@@ -7,8 +7,8 @@ lane read a record as slices of these buffers; Python objects for a record are m
 is needed: a dead letter's raw bytes and headers, or a key to produce with.
 
 :class:`PackedBatch` reads like a :class:`~gpu_stage.batch.RawBatch` (``values[i]``, ``keys[i]``,
-``headers[i]``, ``partitions[i]`` …), so code that handles a few records of a batch, such as building
-a dead letter, takes either.
+``headers[i]``, ``partitions[i]`` …), each item made on access, so code that looks at a few records
+of a batch (a result's keys, a test) takes either.
 """
 
 from __future__ import annotations
