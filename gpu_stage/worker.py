@@ -30,7 +30,7 @@ from gpu_stage.backends.base import Backend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
 from llmpipe.dlq import BadRecord
-from llmpipe.errors import ParseError
+from llmpipe.errors import ParseError, SourceError
 from llmpipe.kafka_io import (
     Consumer,
     Message,
@@ -227,7 +227,11 @@ class Worker:
             return True
         if any(self.consumer.lag(cached=True).values()):
             return False  # our own partitions still hold records: no need to ask the broker
-        lag = self.consumer.lag([self.settings.raw_topic])
+        try:
+            lag = self.consumer.lag([self.settings.raw_topic])
+        except SourceError as exc:  # the coordinator is busy (members restarting): ask again later
+            log.warning("idle check: no answer on the group's progress, not idle yet (%s)", exc)
+            return False
         return bool(lag) and not any(lag.values())
 
     def _idle_for(self, since: float) -> bool:

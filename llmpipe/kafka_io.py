@@ -655,8 +655,16 @@ class Consumer:
         from the group's committed offset). Where a position is unknown (nothing consumed yet, or not
         ours), the committed offset, else the low watermark, stands in for it. ``cached`` uses the
         watermarks the last fetches brought instead of asking the broker (a round trip per partition;
-        good enough for a metric, not for deciding that the input is finished).
+        good enough for a metric, not for deciding that the input is finished). A broker that does
+        not answer in time is a :class:`SourceError`.
         """
+        try:
+            return self._lag(topics, cached)
+        except KafkaException as exc:
+            msg = f"cannot read the lag of {list(topics) if topics else 'the assigned partitions'}: {exc}"
+            raise SourceError(msg) from exc
+
+    def _lag(self, topics: Sequence[str] | None, cached: bool) -> dict[tuple[str, int], int]:
         assigned = self._client.assignment()
         if topics is not None:
             owned = {(tp.topic, tp.partition) for tp in assigned}

@@ -270,3 +270,30 @@ def test_commit_overlap_option(monkeypatch: pytest.MonkeyPatch) -> None:
     assert parse([])[1].commit_overlap is False
     with pytest.raises(SystemExit):
         parse(["--commit-overlap", "maybe"])
+
+
+def test_an_unanswered_lag_query_is_not_idle_and_does_not_stop_the_worker() -> None:
+    """The idle check asks the broker for the group's progress; no answer means "not idle yet"."""
+    from llmpipe.errors import SourceError
+
+    journal, log, records = Journal(), Log(), _records(10)
+    consumer = ScriptedConsumer(journal, log, records, 10, 0.0)
+    settings = WorkerSettings(
+        kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.1, parse_chunk_records=0, kernel_cache=None
+    )
+    worker = ScriptedWorker(settings, consumer, iter(lambda: FakeProducer(journal, log, {}), None))
+    worker.consumer = consumer
+    consumer.cursor = len(records)  # our own partitions are drained: the broker is asked
+    answers: list[Any] = [SourceError("Failed to get committed offsets: Local: Timed out"), {(TOPIC, 0): 0}]
+
+    def lag(topics: Any = None, *, cached: bool = False) -> dict[tuple[str, int], int]:
+        if cached:
+            return {(TOPIC, 0): 0}
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+    consumer.lag = lag  # type: ignore[method-assign]
+    assert worker._caught_up() is False
+    assert worker._caught_up() is True
