@@ -136,7 +136,7 @@ class PackedBatch:
     """A batch of ``llm.raw`` records as contiguous buffers (see the module docstring)."""
 
     topic: str
-    # The values are its first ``value_bytes`` bytes; it may be longer (a reused input buffer).
+    # Each buffer's bytes end at its last end; it may be longer (a reused input buffer).
     value_buf: U8
     value_ends: I64
     key_buf: U8
@@ -191,13 +191,13 @@ class PackedBatch:
     def of(cls, batch: RawBatch, allocate: Callable[[int], U8] | None = None) -> PackedBatch:
         """Pack a batch of Python objects (tests, benchmarks; a fetch would fill the buffers itself).
 
-        ``allocate(size)`` gives the buffer the values are written into (at least ``size`` bytes,
-        e.g. a backend's ``input_buffer``, kept whole as ``value_buf``); by default a new one.
+        ``allocate(size)`` gives the buffers the values, keys and headers are written into (at least
+        ``size`` bytes, e.g. a backend's ``input_buffer``, each kept whole); by default new ones.
         """
         value_buf, value_ends = _packed(list(batch.values), allocate)
-        key_buf, key_ends = _packed([k or b"" for k in batch.keys])
+        key_buf, key_ends = _packed([k or b"" for k in batch.keys], allocate)
         key_null = np.fromiter((k is None for k in batch.keys), dtype=np.uint8, count=len(batch))
-        header_buf, header_ends = _packed([encode_headers(h) for h in batch.headers])
+        header_buf, header_ends = _packed([encode_headers(h) for h in batch.headers], allocate)
         ints = (np.ascontiguousarray(c, dtype=np.int64) for c in (batch.partitions, batch.offsets, batch.timestamps_ms))
         return cls(batch.topic, value_buf, value_ends, key_buf, key_ends, key_null, header_buf, header_ends, *ints)
 

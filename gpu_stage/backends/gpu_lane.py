@@ -1,7 +1,7 @@
 """The device lane on CUDA: device buffers kept between batches, two kernel launches per batch.
 
-Per batch: the packed values, their ends, the record segments and the record columns go to the
-device (one copy each, from page-locked memory); ``measure`` (one thread per body) writes each row's
+Per batch: the packed values, keys and headers, their ends and the record columns go to the device
+(one copy each, from page-locked memory); ``measure`` (one thread per body) writes each row's
 size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills one output buffer,
 which comes back in one copy. Each slot (a batch in flight) has its own CUDA stream and buffers, so
 one batch's copies and kernels can run while the host finishes another. Buffers grow to the largest
@@ -61,6 +61,7 @@ class CudaExecutor(Executor):
         self._tables = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in tables.args())
         self._arrays: dict[str, Any] = {}
         self._slots: dict[int, _Slot] = {}
+        self._writing: _Slot | None = None  # the slot whose pass 2 holds the output buffer
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
@@ -105,16 +106,22 @@ class CudaExecutor(Executor):
         return held
 
     def submit(self, li: LaneInput, n: int, slot: int) -> _Slot:
-        """Queue the copies in, pass 1 and the sizes' copy back on the slot's stream."""
+        """Queue the copies in, pass 1 and the sizes' copy back on the slot's stream.
+
+        ``li.values`` is page-locked, and so are the columns ``li.pinned`` names: they go to the
+        device from where they are. The others are copied into page-locked buffers first.
+        """
         state = self._slot(slot)
         stream, k = state.stream, f"{slot}."
         put = self._put
         values = put(k + "values", li.values, stream, pinned=True)
-        meta_host = li.meta if len(li.meta) else np.zeros(1, dtype=np.uint8)
+        names = ("keys", "key_ends", "key_null", "headers", "header_ends")
         a = {
             "values": values,
-            "meta": put(k + "meta", meta_host, stream),
-            "meta_ends": put(k + "meta_ends", li.meta_ends, stream),
+            "record": tuple(
+                put(k + name, col, stream, pinned=name in li.pinned)
+                for name, col in zip(names, li.record_columns(), strict=True)
+            ),
             "records": tuple(
                 put(k + name, col, stream)
                 for name, col in zip("pot", (li.partitions, li.offsets, li.timestamps), strict=True)
@@ -122,14 +129,13 @@ class CudaExecutor(Executor):
         }
         value_ends = put(k + "value_ends", li.value_ends, stream)
         width = max(self.nprops, 1)
-        a["scratch"] = self._device(k + "scratch", len(li.values), np.uint8)
         a["slots"] = self._device(k + "slots", n, np.int64, lane_rows.SLOT_COUNT)
         ints = (self._device(k + c, n, np.int64, width) for c in ("cs", "ce", "cv"))
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)
         blocks = (n + THREADS - 1) // THREADS
         self.fns.measure[blocks, THREADS, stream](
-            values, value_ends, a["meta"], a["meta_ends"], self.max_bytes, a["scratch"], a["slots"], *self._tables,
+            values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables,
             *a["content"], *a["records"], sizes,
         )  # fmt: skip
         host_sizes = self._host(k + "sizes", n, np.int64)
@@ -144,15 +150,23 @@ class CudaExecutor(Executor):
         return np.array(handle.sizes[: handle.n])
 
     def submit_write(self, handle: _Slot, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
-        """Queue pass 2 and the copy of its ``total`` bytes into ``out`` (page-locked) on the slot's stream."""
+        """Queue pass 2 and the copy of its ``total`` bytes into ``out`` (page-locked) on the slot's stream.
+
+        The slots share one device output buffer (pass 2 is the short pass, and the output is as
+        large as the values): a pass 2 still queued on another slot's stream is waited for first.
+        The lane's stream order never leaves one queued, so this wait is free there.
+        """
         if total == 0:
             return
+        if self._writing is not None and self._writing is not handle:
+            self._writing.stream.synchronize()
+        self._writing = handle
         a, stream, n = handle.arrays, handle.stream, handle.n
-        device_starts = self._put(f"{handle.index}.starts", starts, stream)
-        device_out = self._device(f"{handle.index}.out", total, np.uint8)
+        device_starts = self._put("starts", starts, stream)
+        device_out = self._device("out", total, np.uint8)
         blocks = (n + THREADS - 1) // THREADS
         self.fns.write[blocks, THREADS, stream](
-            a["values"], a["meta"], a["meta_ends"], a["scratch"], a["slots"], self._tables[0], self.nprops,
+            a["values"], a["record"][0], a["record"][3], a["slots"], self._tables[0], self.nprops,
             *a["content"], *a["records"], device_starts, device_out,
         )  # fmt: skip
         device_out.copy_to_host(out[:total], stream=stream)
@@ -160,3 +174,5 @@ class CudaExecutor(Executor):
     def wait(self, handle: _Slot) -> None:
         """Wait for everything queued on the slot's stream."""
         handle.stream.synchronize()
+        if self._writing is handle:
+            self._writing = None

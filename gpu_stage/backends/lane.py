@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 I64 = npt.NDArray[np.int64]
 _HERE = Path(__file__).parent
-_SOURCES = ("lane_json.py", "lane_rows.py")
+_SOURCES = ("lane_json.py", "lane_record.py", "lane_rows.py")
 _KINDS = {"string": 0, "number": 1, "integer": 2, "boolean": 3}
 _MAX_PROPS = 62
 _EXACT = 2**53
@@ -301,15 +301,24 @@ def check_layout(record: TypedRecord) -> None:
 
 @dataclass
 class LaneInput:
-    """One batch as the lane reads it (host arrays)."""
+    """One batch as the lane reads it (host arrays).
+
+    The values lie in page-locked memory; the keys and headers are packed as :mod:`gpu_stage.packed`
+    packs them (the lane reads ``request_id``, ``latency_ms`` and ``attributes`` from them on the
+    device), and ``pinned`` names those of them that are page-locked too.
+    """
 
     values: npt.NDArray[np.uint8]
     value_ends: I64
-    meta: npt.NDArray[np.uint8]
-    meta_ends: I64
+    keys: npt.NDArray[np.uint8]
+    key_ends: I64
+    key_null: npt.NDArray[np.uint8]
+    headers: npt.NDArray[np.uint8]
+    header_ends: I64
     partitions: I64
     offsets: I64
     timestamps: I64
+    pinned: frozenset[str] = frozenset()
 
     @classmethod
     def of(
@@ -318,8 +327,9 @@ class LaneInput:
         """Pack a batch with the native core: the values go into ``staging(size)``, a reused host buffer.
 
         The native core sums the values' sizes as it packs (one pass over the scattered ``bytes``
-        objects, not two); the buffer grows and the call repeats only when that sum exceeds it.
-        ``columns`` are the batch's partitions, offsets and timestamps as int64 arrays.
+        objects, not two); the buffer grows and the call repeats only when that sum exceeds it. The
+        keys and the two headers the transform reads are packed alongside. ``columns`` are the
+        batch's partitions, offsets and timestamps as int64 arrays.
         """
         lists = (list(batch.values), list(batch.keys), list(batch.headers))
         buffer = staging(1)
@@ -327,16 +337,31 @@ class LaneInput:
         if isinstance(packed, int):
             buffer = staging(packed + 1)
             packed = core.lane_input(*lists, buffer)
-        value_ends, meta, meta_ends = packed
+        value_ends, keys, key_ends, key_null, headers, header_ends = packed
         ends = np.frombuffer(value_ends, dtype=np.int64)
         total = int(ends[-1]) if len(ends) else 0
         return cls(
             buffer[: max(total, 1)],
             ends,
-            np.frombuffer(meta, dtype=np.uint8),
-            np.frombuffer(meta_ends, dtype=np.int64),
+            _bytes_array(keys),
+            np.frombuffer(key_ends, dtype=np.int64),
+            np.frombuffer(key_null, dtype=np.uint8),
+            _bytes_array(headers),
+            np.frombuffer(header_ends, dtype=np.int64),
             *columns,
         )
+
+    def record_columns(self) -> tuple[npt.NDArray[Any], ...]:
+        """The keys and headers as the kernels take them (an empty buffer as one byte: never read)."""
+        return (_nonempty(self.keys), self.key_ends, self.key_null, _nonempty(self.headers), self.header_ends)
+
+
+def _bytes_array(raw: bytes) -> npt.NDArray[np.uint8]:
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+def _nonempty(buf: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    return buf if len(buf) else np.zeros(1, dtype=np.uint8)
 
 
 def starts_of(sizes: I64) -> tuple[I64, I64, I64]:
@@ -466,11 +491,10 @@ class Executor:
 
 @dataclass
 class _CpuPass:
-    """A batch between the passes on the CPU: its input and pass 1's per-row state."""
+    """A batch between the passes on the CPU: its input, its values' copy and pass 1's per-row state."""
 
     li: LaneInput
-    meta: npt.NDArray[np.uint8]
-    scratch: npt.NDArray[np.uint8]
+    values: npt.NDArray[np.uint8]
     slots: I64
     content: tuple[Any, ...]
     sizes: I64
@@ -487,23 +511,24 @@ class CpuExecutor(Executor):
         self.max_bytes = max_bytes
 
     def submit(self, li: LaneInput, n: int, slot: int) -> _CpuPass:
-        """Pass 1, run here and now."""
+        """Pass 1, run here and now, on a copy of the values.
+
+        Pass 1 decodes strings in place, as it does in the device's copy: the host's values stay as
+        they are for the native core.
+        """
         t = self.tables
         width = max(t.nprops, 1)
-        scratch = np.zeros(len(li.values), dtype=np.uint8)
+        values = li.values.copy()
         slots = np.zeros((n, rows_mod.SLOT_COUNT), dtype=np.int64)
         cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
         cd = np.zeros((n, width), dtype=np.float64)
         sizes = np.zeros(n, dtype=np.int64)
-        meta = li.meta if len(li.meta) else np.zeros(1, dtype=np.uint8)
         rows = (li.partitions, li.offsets, li.timestamps)
         self.fns.measure(
-            li.values,
+            values,
             li.value_ends,
-            meta,
-            li.meta_ends,
+            *li.record_columns(),
             self.max_bytes,
-            scratch,
             slots,
             *t.args(),
             cs,
@@ -513,7 +538,7 @@ class CpuExecutor(Executor):
             *rows,
             sizes,
         )
-        return _CpuPass(li, meta, scratch, slots, (cs, ce, cv, cd), sizes)
+        return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
 
     def sizes(self, handle: _CpuPass) -> I64:
         """Pass 1's sizes (already there)."""
@@ -524,8 +549,9 @@ class CpuExecutor(Executor):
         li, t = handle.li, self.tables
         target = out if total else np.zeros(1, dtype=np.uint8)
         rows = (li.partitions, li.offsets, li.timestamps)
+        keys, _, _, headers, _ = li.record_columns()
         self.fns.write(
-            li.values, handle.meta, li.meta_ends, handle.scratch, handle.slots, t.ptab, t.nprops, *handle.content,
+            handle.values, keys, headers, handle.slots, t.ptab, t.nprops, *handle.content,
             *rows, starts, target,
         )  # fmt: skip
 

@@ -1,12 +1,13 @@
 """The device lane over packed batches, two batches in flight: no Python object per record, no merge copy.
 
-A :class:`~gpu_stage.packed.PackedBatch` already holds its values back to back, so a batch reaches the
-device with one transfer: straight from its own buffer when that is one of the lane's page-locked
-input buffers (:meth:`PackedLane.input_buffer`, what a fetch fills), else after one copy into the
-slot's page-locked buffer (two threads, no GIL). Per batch:
+A :class:`~gpu_stage.packed.PackedBatch` already holds its values, keys and headers back to back, so
+each reaches the device with one transfer: straight from its own buffer when that is one of the
+lane's page-locked input buffers (:meth:`PackedLane.input_buffer`, what a fetch fills), else after
+one copy into a page-locked buffer of the slot (the values' on two threads, no GIL). Nothing is done
+per record on the host. Per batch:
 
-1. ``start``: the record segments from the native core; queue the transfers, pass 1 and the sizes'
-   copy back on the slot's stream.
+1. ``start``: queue the transfers (values, keys and headers: the device reads the record's own
+   columns from the last two), pass 1 and the sizes' copy back on the slot's stream.
 2. ``rest``: once the sizes are in, the native core transforms the rows the lane did not take, read
    in place from the packed buffers (on a thread of its own).
 3. ``middle``: every good row's final offset follows from both sets of sizes (one prefix sum in
@@ -123,11 +124,11 @@ class PackedLane:
         self._inputs[buffer.__array_interface__["data"][0]] = buffer
         return buffer
 
-    def _in_place(self, values: U8) -> bool:
-        """Whether ``values`` lies inside a buffer from :meth:`input_buffer`."""
-        at = values.__array_interface__["data"][0]
-        return any(
-            start <= at and at + len(values) <= start + len(buffer) for start, buffer in list(self._inputs.items())
+    def _in_place(self, buf: U8) -> bool:
+        """Whether ``buf`` (not empty) lies inside a buffer from :meth:`input_buffer`."""
+        at = buf.__array_interface__["data"][0]
+        return len(buf) > 0 and any(
+            start <= at and at + len(buf) <= start + len(held) for start, held in list(self._inputs.items())
         )
 
     def stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
@@ -167,7 +168,7 @@ class PackedLane:
             else:
                 staging = self.executor.staging(batch.value_bytes + 1, slot)
                 self.copied_batches += 1
-            li = _lane_input(self.native, batch, staging)
+            li = _lane_input(batch, staging, self._in_place)
         with self.clock.stage("lane_submit"):
             job.handle = self.executor.submit(li, n, slot)
         return job
@@ -229,27 +230,39 @@ class PackedLane:
         return ParseResult(EncodedRows(buf, job.offsets, job.rows, keys), job.bad)
 
 
-def _lane_input(native: NativeBackend, batch: PackedBatch, staging: U8 | None) -> LaneInput:
-    """The lane's input for a packed batch: values copied into ``staging``, record segments encoded.
+def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8], bool]) -> LaneInput:
+    """The lane's input for a packed batch: its columns as they are, the values copied into ``staging``.
 
     With ``staging`` None the values are read where they are (a page-locked input buffer with a
-    byte to spare).
+    byte to spare). ``in_place`` tells which of the keys' and headers' buffers are page-locked.
+    The columns are checked first: the device reads by their ends.
     """
     import llmpipe_native
 
+    llmpipe_native.check_packed(batch.columns())
     total = batch.value_bytes
     if staging is None:
         values = batch.value_buf[: max(total, 1)]  # an input buffer has a byte to spare
     else:
         llmpipe_native.copy_into(batch.value_buf[:total], staging[:total])
         values = staging[: max(total, 1)]
-    meta, meta_ends = native._core.lane_meta_packed(batch.columns())
+    keys = batch.key_buf[: _end(batch.key_ends)]
+    headers = batch.header_buf[: _end(batch.header_ends)]
+    pinned = frozenset(name for name, buf in (("keys", keys), ("headers", headers)) if in_place(buf))
     return LaneInput(
         values,
         batch.value_ends,
-        np.frombuffer(meta, dtype=np.uint8),
-        np.frombuffer(meta_ends, dtype=np.int64),
+        keys,
+        batch.key_ends,
+        batch.key_null,
+        headers,
+        batch.header_ends,
         batch.partitions,
         batch.offsets,
         batch.timestamps_ms,
+        pinned,
     )
+
+
+def _end(ends: I64) -> int:
+    return int(ends[-1]) if len(ends) else 0

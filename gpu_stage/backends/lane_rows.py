@@ -2,8 +2,10 @@
 
 Pass 1 (:func:`measure_row`) walks a body once, checks everything ``gpu_stage/semantics.md`` asks
 of a good row, records where each column's value lies (``slots``), decodes the first choice's content
-and tool arguments into ``scratch`` at their own offsets, parses and validates the content there, and
-returns the row's encoded size, or -1 when the lane does not take the body. Pass 2
+and tool arguments in place (a decoded string is never longer than its JSON spelling, and the walk
+never reads a string twice), parses and validates the content there, and returns the row's encoded
+size, or -1 when the lane does not take the body. So pass 1 changes the values it reads: the device
+works on its own copy of them, and the CPU build copies them first. Pass 2
 (:func:`write_row`) writes the datum at its offset from those slots. Both share :func:`emit`, so the
 size and the bytes cannot disagree.
 
@@ -48,6 +50,16 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs this file af
         trim_end,
         unescape,
     )
+    from gpu_stage.backends.lane_record import (
+        ATTR_COUNT,
+        ATTRS,
+        KEY,
+        LATENCY,
+        NULL_INT,
+        RECORD_END,
+        attribute_member,
+        record_columns,
+    )
 
 
 def _plain(fn: Any) -> Any:
@@ -80,9 +92,9 @@ TOTAL = 38
 CACHED = 39
 CONTENT_STATE = 40  # 0 prose (content null), 1 valid
 TOOL_VALID = 41  # -1 null, 0 false, 1 true
-TOOL_MODE = 42  # 0 the arguments string as sent (body), 1 compact JSON text (scratch)
-NSLOTS = 43
-NULL_INT = -9223372036854775807 - 1
+TOOL_MODE = 42  # 0 the arguments string as sent, 1 compact JSON text (both decoded in place)
+# 43 to RECORD_END: the record columns (``lane_record``).
+NSLOTS = RECORD_END
 
 # Key tables (names back to back, ends): top level, a choice, a message, usage, details, tool call,
 # function. Top-level indices 0..10 are the keys semantics §2 does not copy into ``extra``.
@@ -799,12 +811,41 @@ def put_opt_string(b, slots, r, slot, out, q, write):
 
 
 @jit
-def put_copy(src, s, e, out, q, write):
-    """Bytes already encoded elsewhere (the record's own segments)."""
-    if write:
-        for k in range(e - s):
-            out[q + k] = src[s + k]
-    return q + e - s
+def put_opt_decoded(b, slots, r, slot, out, q, write):
+    """A ``["null", "string"]`` union from a string slot pass 1 decoded in place (content, tool arguments)."""
+    s = slots[r, slot]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    return put_text(b, s, slots[r, slot + 2], False, out, put_byte(out, q, 2, write), write)
+
+
+@jit
+def put_key(kb, slots, r, out, q, write):
+    """``request_id``: the key as a ``["null", "string"]`` union (checked UTF-8 in pass 1)."""
+    s = slots[r, KEY]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    return put_text(kb, s, slots[r, KEY + 2], False, out, put_byte(out, q, 2, write), write)
+
+
+@jit
+def put_attributes(hb, slots, r, out, q, write):
+    """``attributes``: a ``["null", map]`` union from the flat object pass 1 checked in the headers."""
+    s = slots[r, ATTRS]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    q = put_byte(out, q, 2, write)
+    count = slots[r, ATTR_COUNT]
+    if count > 0:
+        e = slots[r, ATTRS + 1]
+        q = put_long(out, q, count, write)
+        p, _ = open_object(hb, s, e)
+        for _ in range(count):
+            key_end, value, length, after, _ = attribute_member(hb, p, e)
+            q = put_text(hb, p + 1, key_end - p - 2, False, out, q, write)  # keys have no escapes
+            q = put_text(hb, value + 1, length, True, out, put_byte(out, q, 2, write), write)
+            p = after
+    return put_byte(out, q, 0, write)
 
 
 @jit
@@ -896,19 +937,18 @@ def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
 
 
 @jit
-def emit(b, sc, meta, m0, m1, m2, slots, r, ptab, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
+def emit(b, kb, hb, slots, r, ptab, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
     """The row's Avro datum, field by field in ``TypedRecord.avro`` order; the end position."""
-    q = put_copy(meta, m0, m1, out, q, write)
+    q = put_key(kb, slots, r, out, q, write)
     q = put_opt_string(b, slots, r, ID, out, q, write)
     q = put_opt_string(b, slots, r, OBJECT, out, q, write)
     q = put_opt_long(out, q, slots[r, CREATED], write)
-    for slot in (MODEL, FINISH, STOP, CONTENT, REASONING, TOOL_NAME):
+    for slot in (MODEL, FINISH, STOP):
         q = put_opt_string(b, slots, r, slot, out, q, write)
-    if slots[r, TOOL_ARGS] >= 0 and slots[r, TOOL_MODE] == 1:
-        q = put_byte(out, q, 2, write)
-        q = put_text(sc, slots[r, TOOL_ARGS], slots[r, TOOL_ARGS + 2], False, out, q, write)
-    else:
-        q = put_opt_string(b, slots, r, TOOL_ARGS, out, q, write)
+    q = put_opt_decoded(b, slots, r, CONTENT, out, q, write)
+    for slot in (REASONING, TOOL_NAME):
+        q = put_opt_string(b, slots, r, slot, out, q, write)
+    q = put_opt_decoded(b, slots, r, TOOL_ARGS, out, q, write)
     valid = slots[r, TOOL_VALID]
     q = put_byte(out, q, 0, write) if valid < 0 else put_byte(out, put_byte(out, q, 2, write), valid, write)
     n = slots[r, NUM_CHOICES]
@@ -919,17 +959,18 @@ def emit(b, sc, meta, m0, m1, m2, slots, r, ptab, nprops, cs, ce, cv, cd, part, 
         q = put_byte(out, q, 2, write)
         q = put_opt_long(out, q, slots[r, INDEX], write)
         q = put_opt_string(b, slots, r, FINISH, out, q, write)
-        q = put_opt_string(b, slots, r, CONTENT, out, q, write)
+        q = put_opt_decoded(b, slots, r, CONTENT, out, q, write)
     q = put_byte(out, q, 0, write)
     for slot in (PROMPT, COMPLETION, TOTAL, CACHED):
         q = put_opt_long(out, q, slots[r, slot], write)
-    q = put_copy(meta, m1, m2, out, q, write)
+    q = put_opt_long(out, q, slots[r, LATENCY], write)
+    q = put_attributes(hb, slots, r, out, q, write)
     q = put_opt_string(b, slots, r, FINGERPRINT, out, q, write)
     q = put_opt_string(b, slots, r, TIER, out, q, write)
     q = put_byte(out, q, 0, write)  # metadata: null (an object is left to the native core)
     q = put_byte(out, put_byte(out, q, 2, write), 0, write)  # extra: an empty map
     if slots[r, CONTENT_STATE] == 1:
-        q = put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write)
+        q = put_content(b, ptab, nprops, r, cs, ce, cv, cd, out, q, write)
         q = put_byte(out, put_byte(out, q, 2, write), 1, write)
     else:
         q = put_byte(out, put_byte(out, q, 0, write), 0, write)
@@ -945,10 +986,12 @@ def emit(b, sc, meta, m0, m1, m2, slots, r, ptab, nprops, cs, ce, cv, cd, part, 
 def measure_row(
     b,
     vends,
-    meta,
-    mends,
+    kb,
+    kends,
+    knull,
+    hb,
+    hends,
     max_bytes,
-    sc,
     slots,
     r,
     ptab,
@@ -972,14 +1015,16 @@ def measure_row(
     """Pass 1 for row ``r``: its encoded size, or -1 when the lane does not take it."""
     s = vends[r - 1] if r > 0 else 0
     e = vends[r]
-    if e - s > max_bytes or not body(b, s, e, slots, r, sc):
+    if e - s > max_bytes or not body(b, s, e, slots, r, b):
+        return -1
+    if not record_columns(kb, kends, knull, hb, hends, slots, r):
         return -1
     c = slots[r, CONTENT]
     if c >= 0:
         length = slots[r, CONTENT + 2]
-        copy_string(b, c, slots[r, CONTENT + 1], sc, c)
+        copy_string(b, c, slots[r, CONTENT + 1], b, c)
         state = content_state(
-            sc,
+            b,
             c,
             c + length,
             ptab,
@@ -1001,14 +1046,10 @@ def measure_row(
         if state < 0:
             return -1
         slots[r, CONTENT_STATE] = state
-    m0 = mends[2 * r - 1] if r > 0 else 0
     return emit(
         b,
-        sc,
-        meta,
-        m0,
-        mends[2 * r],
-        mends[2 * r + 1],
+        kb,
+        hb,
         slots,
         r,
         ptab,
@@ -1020,7 +1061,7 @@ def measure_row(
         parts[r],
         offs[r],
         tss[r],
-        sc,
+        b,  # the size pass writes nothing
         0,
         False,
     )
@@ -1030,10 +1071,12 @@ def measure_row(
 def measure(
     b,
     vends,
-    meta,
-    mends,
+    kb,
+    kends,
+    knull,
+    hb,
+    hends,
     max_bytes,
-    sc,
     slots,
     ptab,
     pnames,
@@ -1061,10 +1104,12 @@ def measure(
         sizes[r] = measure_row(
             b,
             vends,
-            meta,
-            mends,
+            kb,
+            kends,
+            knull,
+            hb,
+            hends,
             max_bytes,
-            sc,
             slots,
             r,
             ptab,
@@ -1089,21 +1134,17 @@ def measure(
 
 
 @kernel
-def write(b, meta, mends, sc, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, starts, out):
+def write(b, kb, hb, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, starts, out):
     """Pass 2: each taken row's datum at ``starts[r]`` (-1: not taken, nothing written)."""
     r = lane_start()
     step = lane_step()
     while r < starts.shape[0]:
         q = starts[r]
         if q >= 0:
-            m0 = mends[2 * r - 1] if r > 0 else 0
             emit(
                 b,
-                sc,
-                meta,
-                m0,
-                mends[2 * r],
-                mends[2 * r + 1],
+                kb,
+                hb,
                 slots,
                 r,
                 ptab,

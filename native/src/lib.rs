@@ -12,7 +12,7 @@ pub mod pack;
 pub mod packed;
 mod py;
 
-use avro::{attribute_entries, opt_long, opt_map, opt_str, MetaRow, Plan};
+use avro::{attribute_entries, MetaRow, Plan};
 use content::Validator;
 use extract::{extract, BadBody, INVALID_JSON, INVALID_UTF8, NOT_AN_OBJECT, TOO_LARGE};
 use json::{parse, Value};
@@ -98,25 +98,6 @@ impl Transform {
             }
         }
         out
-    }
-
-    /// The Avro bytes of the columns a device lane takes from the record rather than the body, two
-    /// segments per record: `request_id`, then `latency_ms` followed by `attributes` (adjacent in
-    /// the record schema). `ends` gets each segment's end in `out`.
-    pub fn meta_segments<'r>(
-        &self,
-        records: impl Iterator<Item = (Option<&'r [u8]>, Option<&'r [u8]>, Option<&'r [u8]>)>,
-        out: &mut Vec<u8>,
-        ends: &mut Vec<i64>,
-    ) {
-        let mut attributes = AttributeCache::default();
-        for (key, latency, attrs) in records {
-            opt_str(out, key.map(String::from_utf8_lossy).as_deref());
-            ends.push(out.len() as i64);
-            opt_long(out, latency_ms(latency));
-            opt_map(out, attributes.get(attrs));
-            ends.push(out.len() as i64);
-        }
     }
 
     /// Record-level checks 1–3 of semantics §1 (size, strict JSON, top-level object).

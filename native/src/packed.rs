@@ -13,6 +13,8 @@ const ATTRIBUTES: &[u8] = b"attributes";
 
 /// A record's `latency.ms` and `attributes` header values.
 pub type HeaderValues<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+/// A record's key, `latency.ms` and `attributes` values.
+pub type RecordValues<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, Option<&'a [u8]>);
 /// One header's name and value, and the bytes after it.
 type OneHeader<'a> = (&'a [u8], Option<&'a [u8]>, &'a [u8]);
 
@@ -148,6 +150,57 @@ pub fn headers(mut raw: &[u8]) -> Result<Vec<(&[u8], Option<&[u8]>)>, String> {
     Ok(out)
 }
 
+/// Append one header in the packed encoding.
+pub fn put_header(out: &mut Vec<u8>, name: &[u8], value: Option<&[u8]>) {
+    out.extend_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(name);
+    match value {
+        None => out.extend_from_slice(&(-1i32).to_le_bytes()),
+        Some(v) => {
+            out.extend_from_slice(&(v.len() as i32).to_le_bytes());
+            out.extend_from_slice(v);
+        }
+    }
+}
+
+/// A batch's keys and the headers the transform reads, packed: what a device lane reads besides the
+/// values.
+#[derive(Default, Debug, PartialEq)]
+pub struct RecordColumns {
+    pub keys: Vec<u8>,
+    pub key_ends: Vec<i64>,
+    pub key_null: Vec<u8>,
+    pub headers: Vec<u8>,
+    pub header_ends: Vec<i64>,
+}
+
+impl RecordColumns {
+    /// Pack `(key, latency.ms, attributes)` per record; a header is written only where it has a value
+    /// (an absent header and a null one read the same).
+    pub fn of<'r>(records: impl ExactSizeIterator<Item = RecordValues<'r>>) -> Self {
+        let n = records.len();
+        let mut out = RecordColumns {
+            key_ends: Vec::with_capacity(n),
+            key_null: Vec::with_capacity(n),
+            header_ends: Vec::with_capacity(n),
+            ..RecordColumns::default()
+        };
+        for (key, latency, attributes) in records {
+            out.keys.extend_from_slice(key.unwrap_or_default());
+            out.key_ends.push(out.keys.len() as i64);
+            out.key_null.push(u8::from(key.is_none()));
+            if latency.is_some() {
+                put_header(&mut out.headers, LATENCY_MS, latency);
+            }
+            if attributes.is_some() {
+                put_header(&mut out.headers, ATTRIBUTES, attributes);
+            }
+            out.header_ends.push(out.headers.len() as i64);
+        }
+        out
+    }
+}
+
 /// One header off the front of `bytes`: `(name, value, the rest)`, None when it is cut short.
 fn one_header(bytes: &[u8]) -> Option<OneHeader<'_>> {
     let name_len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
@@ -200,16 +253,37 @@ mod tests {
     use super::*;
 
     fn header(name: &str, value: Option<&[u8]>) -> Vec<u8> {
-        let mut out = (name.len() as u32).to_le_bytes().to_vec();
-        out.extend_from_slice(name.as_bytes());
-        match value {
-            None => out.extend_from_slice(&(-1i32).to_le_bytes()),
-            Some(v) => {
-                out.extend_from_slice(&(v.len() as i32).to_le_bytes());
-                out.extend_from_slice(v);
-            }
-        }
+        let mut out = Vec::new();
+        put_header(&mut out, name.as_bytes(), value);
         out
+    }
+
+    #[test]
+    fn record_columns_keep_keys_and_read_back_the_same_header_values() {
+        let records: [RecordValues<'_>; 3] =
+            [(Some(b"k1"), Some(b"12"), Some(b"{}")), (None, None, None), (Some(b""), None, Some(b"[1]"))];
+        let cols = RecordColumns::of(records.iter().copied());
+        assert_eq!(cols.keys, b"k1");
+        assert_eq!(cols.key_ends, [2, 2, 2]);
+        assert_eq!(cols.key_null, [0, 1, 0]);
+        let zeros = [0i64; 3];
+        let packed = Packed {
+            values: b"abc",
+            value_ends: &[1, 2, 3],
+            keys: &cols.keys,
+            key_ends: &cols.key_ends,
+            key_null: &cols.key_null,
+            headers: &cols.headers,
+            header_ends: &cols.header_ends,
+            partitions: &zeros,
+            offsets: &zeros,
+            timestamps: &zeros,
+        };
+        packed.check().unwrap();
+        for (i, (key, latency, attributes)) in records.iter().enumerate() {
+            let r = packed.record(i);
+            assert_eq!((r.key, r.latency, r.attributes), (*key, *latency, *attributes));
+        }
     }
 
     #[test]

@@ -179,10 +179,19 @@ fn view_mut<'b>(buf: &'b PyBuffer<u8>, what: &str) -> PyResult<&'b mut [u8]> {
     Ok(unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut u8, buf.len_bytes()) })
 }
 
+type LaneColumns<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+);
+
 /// What `lane_input` returns: the packed batch's columns, or the size `out` must have.
 #[derive(IntoPyObject)]
 enum LaneInput<'py> {
-    Packed((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)),
+    Packed(LaneColumns<'py>),
     Needs(usize),
 }
 
@@ -257,10 +266,10 @@ impl PyTransform {
 
     /// A batch's columns as a device lane takes them. The values are written back to back into
     /// `out` (a writable, contiguous buffer, e.g. pinned host memory the device copies from);
-    /// returns `(value_ends, meta, meta_ends)`: each value's end (int64), and per record two Avro
-    /// segments, its `request_id` and its `latency_ms` + `attributes` columns, with each segment's
-    /// end (int64). When `out` is smaller than the values' total size, returns that size instead
-    /// (an int) and writes nothing. The copying and encoding run without the GIL.
+    /// returns `(value_ends, keys, key_ends, key_null, headers, header_ends)`: each value's end
+    /// (int64), and the keys and the headers the transform reads packed as `gpu_stage.packed` packs
+    /// them. When `out` is smaller than the values' total size, returns that size instead (an int)
+    /// and writes nothing. The copying and packing run without the GIL.
     fn lane_input<'py>(
         &self,
         py: Python<'py>,
@@ -284,22 +293,26 @@ impl PyTransform {
             .iter()
             .map(|h| (h.value.as_bytes(), bytes_of(&h.key), bytes_of(&h.latency), bytes_of(&h.attributes)))
             .collect();
-        let inner = &self.inner;
         // `held` keeps the bytes objects alive and `target` the buffer: both are read and written
         // without the GIL, so the caller's other threads run meanwhile.
-        let (value_ends, meta, meta_ends) = py.detach(move || {
+        let (value_ends, cols) = py.detach(move || {
             // SAFETY: `target` is a writable, C-contiguous buffer of at least `total` bytes, held
             // (and not shared with Rust code) until this call returns.
             let dst = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, total) };
             let values: Vec<&[u8]> = records.iter().map(|r| r.0).collect();
             crate::pack::pack_into(&values, dst);
             let value_ends = crate::pack::ends_of(&values);
-            let (mut meta, mut meta_ends) = (Vec::with_capacity(records.len() * 8), Vec::with_capacity(2 * records.len()));
-            inner.meta_segments(records.iter().map(|r| (r.1, r.2, r.3)), &mut meta, &mut meta_ends);
-            (value_ends, meta, meta_ends)
+            (value_ends, crate::packed::RecordColumns::of(records.iter().map(|r| (r.1, r.2, r.3))))
         });
         drop(target);
-        Ok(LaneInput::Packed((int64_bytes(py, &value_ends), PyBytes::new(py, &meta), int64_bytes(py, &meta_ends))))
+        Ok(LaneInput::Packed((
+            int64_bytes(py, &value_ends),
+            PyBytes::new(py, &cols.keys),
+            int64_bytes(py, &cols.key_ends),
+            PyBytes::new(py, &cols.key_null),
+            PyBytes::new(py, &cols.headers),
+            int64_bytes(py, &cols.header_ends),
+        )))
     }
 
     /// Transform the records at `positions` (int64, increasing; None: every record) of a packed
@@ -356,28 +369,13 @@ impl PyTransform {
         Ok(self.result(py, out, bad))
     }
 
-    /// The record segments of a packed batch as `lane_input` returns them: `(meta, meta_ends)`.
-    fn lane_meta_packed<'py>(
-        &self,
-        py: Python<'py>,
-        columns: &Bound<'py, PyTuple>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-        let held = PackedBuffers::of(columns)?;
-        let packed = held.packed()?;
-        let inner = &self.inner;
-        let (meta, meta_ends) = py.detach(|| -> PyResult<_> {
-            packed.check_headers(None).map_err(PyValueError::new_err)?;
-            let n = packed.len();
-            let (mut meta, mut meta_ends) = (Vec::with_capacity(n * 8), Vec::with_capacity(2 * n));
-            let records = (0..n).map(|i| {
-                let r = packed.record(i);
-                (r.key, r.latency, r.attributes)
-            });
-            inner.meta_segments(records, &mut meta, &mut meta_ends);
-            Ok((meta, meta_ends))
-        })?;
-        Ok((PyBytes::new(py, &meta), int64_bytes(py, &meta_ends)))
-    }
+}
+
+/// Refuse a packed batch whose columns differ in length or whose ends leave their buffers (what a
+/// device reads by those ends must lie inside them); headers are read where they are used.
+#[pyfunction]
+fn check_packed(columns: &Bound<'_, PyTuple>) -> PyResult<()> {
+    PackedBuffers::of(columns)?.packed().map(drop)
 }
 
 /// Copy the byte buffer `src` into `dst` (writable, of the same size) without the GIL, on two
@@ -425,6 +423,7 @@ fn headers_at<'py>(py: Python<'py>, buf: PyBuffer<u8>, ends: PyBuffer<i64>, i: u
 #[pymodule]
 fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransform>()?;
+    m.add_function(wrap_pyfunction!(check_packed, m)?)?;
     m.add_function(wrap_pyfunction!(copy_into, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_function(wrap_pyfunction!(headers_at, m)?)?;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "vllm_real"
 LANES = {name: LaneTransform(_settings(name), CpuExecutor) for name in CONTENT_SCHEMAS}
 NATIVE = {name: NativeBackend(_settings(name)) for name in CONTENT_SCHEMAS}
 WIDE = TransformSettings(max_record_bytes=1 << 20)
+WIDE_PAIR = (LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE))
 
 
 def _run(lane: LaneTransform, native: NativeBackend, batch: RawBatch) -> tuple[int, int]:
@@ -189,6 +191,88 @@ def test_bodies_in_the_lanes_subset(values: list[bytes]) -> None:
 def test_packed_bodies_in_the_lanes_subset(values: list[bytes], split: int) -> None:
     raws = [synth.batch(values[:split]), synth.batch(values[split:], first_offset=split)]
     _run_packed(LANES["default"], NATIVE["default"], raws)
+
+
+PLAIN = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), max_size=12)
+KEY_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"), exclude_characters='"\\'))
+TAKEN_ATTRIBUTES = st.one_of(
+    st.none(),
+    st.dictionaries(KEY_TEXT, PLAIN, max_size=4).flatmap(
+        lambda d: st.sampled_from([(",", ":"), (", ", ": "), (" ,", " :")]).map(
+            lambda seps: (" " + json.dumps(d, ensure_ascii=False, separators=seps) + "\n").encode()
+        )
+    ),
+    st.sampled_from([b"", b"[1]", b'"x"', b"null", b"1.5", b"not json", b"\xff{", b" [}"]),
+)
+LATENCIES = [b"12", b"0012", b"", b"1.5", b"123456789012345678", b"1234567890123456789"]
+TAKEN_LATENCY = st.none() | st.sampled_from(LATENCIES)
+
+
+@st.composite
+def record_columns(draw: st.DrawFn) -> tuple[bytes | None, list[tuple[str, bytes | None]]]:
+    """A key and headers whose columns the lane reads itself (every header order, repeats included)."""
+    key = draw(st.none() | PLAIN.map(str.encode))
+    names = st.sampled_from(["latency.ms", "attributes", "http.status"])
+    values = {"latency.ms": TAKEN_LATENCY, "attributes": TAKEN_ATTRIBUTES, "http.status": st.none() | st.just(b"200")}
+    headers = draw(st.lists(names.flatmap(lambda n: values[n].map(lambda v: (n, v))), max_size=4))
+    return key, headers
+
+
+def _with_columns(values: list[bytes], columns: list[tuple[bytes | None, list[tuple[str, bytes | None]]]]) -> RawBatch:
+    base = synth.batch(values)
+    return RawBatch(
+        values=values,
+        keys=[key for key, _ in columns],
+        headers=[headers for _, headers in columns],
+        topic=base.topic,
+        partitions=base.partitions,
+        offsets=base.offsets,
+        timestamps_ms=base.timestamps_ms,
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(columns=st.lists(record_columns(), min_size=1, max_size=8), in_place=st.booleans())
+def test_the_lane_reads_keys_latency_and_attributes_itself(
+    columns: list[tuple[bytes | None, list[tuple[str, bytes | None]]]], in_place: bool
+) -> None:
+    """Flat string attributes (spacing, non-ASCII), null and non-object ones, any latency: every row taken."""
+    values = [v for v in synth.bodies(40) if not v.startswith(b'{"error"')][: len(columns)]
+    raw = _with_columns(values, columns)
+    lane, native = WIDE_PAIR
+    assert _run(lane, native, raw) == (len(values), len(values))
+    assert _run_packed(lane, native, [raw], in_place=in_place) == len(values)
+
+
+LEFT_TO_NATIVE = [
+    (b"k", [("attributes", b'{"arm":"a","n":1}')]),  # a value that is not a string
+    (b"k", [("attributes", b'{"arm":"a","arm":"b"}')]),  # a repeated key
+    (b"k", [("attributes", b'{"arm":"\\u00e9"}')]),  # a \u escape
+    (b"k", [("attributes", b'{"a\\"m":"x"}')]),  # an escaped key
+    (b"k", [("attributes", b'{"arm":"a"} x')]),  # text after the object: not JSON
+    (b"k", [("attributes", b'{"arm":{"x":"y"}}')]),  # nested
+    (b"\xff\xfe", [("latency.ms", b"5")]),  # a key that is not UTF-8 (the native core replaces it)
+]
+
+
+def test_record_columns_outside_the_lanes_subset_go_to_the_native_core() -> None:
+    values = [v for v in synth.bodies(40) if not v.startswith(b'{"error"')][: len(LEFT_TO_NATIVE) + 1]
+    columns = [*LEFT_TO_NATIVE, (b"k", [("attributes", b'{"arm":"a"}')])]
+    raw = _with_columns(values, columns)
+    lane, native = WIDE_PAIR
+    assert _run(lane, native, raw) == (1, len(values))
+    assert _run_packed(lane, native, [raw]) == 1
+
+
+def test_cut_headers_are_refused_by_both() -> None:
+    """A packed header cut short is refused (a fetch that packed it wrong), by the lane as by the native core."""
+    batch = PackedBatch.of(synth.batch(synth.bodies(3)))
+    ends = batch.header_ends.copy()
+    cut = replace(batch, header_ends=ends - np.array([0, 0, 1]))
+    with pytest.raises(ValueError, match="malformed"):
+        WIDE_PAIR[1].run_packed(cut, np.arange(3))
+    with pytest.raises(ValueError, match="malformed"):
+        list(WIDE_PAIR[0].packed.stream([cut]))
 
 
 @settings(max_examples=500, deadline=None)

@@ -36,7 +36,7 @@ def test_values_land_back_to_back_and_the_buffer_grows_only_when_a_batch_needs_i
     assert executor._held["staging.0"] is not buffer
     assert grown.values.tobytes() == b"".join(large)
     assert grown.value_ends[-1] == sum(map(len, large))
-    assert len(grown.meta_ends) == 2 * len(large)
+    assert grown.key_ends[-1] == len(grown.keys) and len(grown.header_ends) == len(large)
 
 
 def test_an_empty_value_and_a_batch_of_empty_values() -> None:
