@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import backends, corpus, machine, peers
 from bench.checksum import Checksum
-from gpu_stage.runtime import tune_process
+from gpu_stage.runtime import tune_process, usable_cores
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus-out", type=Path, help="write the corpus here (for a run on another host)")
     p.add_argument("--backends", default="gpu,cpu", help="gpu_stage backends; gpu is skipped where unusable")
     p.add_argument("--peers", default="orjson,msgspec", help="Python peers, each on one core and on all cores")
-    p.add_argument("--workers", type=int, default=peers.usable_cores(), help="processes for the all-core peers")
+    p.add_argument("--workers", type=int, default=usable_cores(), help="processes for the all-core peers")
     p.add_argument("--batch-size", type=int, default=100_000, help="batch size of the backends' main run")
     p.add_argument("--input", choices=("objects", "packed", "both"), default="objects",
                    help="batches of Python objects, packed batches streamed through the backends (-packed), or both")

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.peers import usable_cores
+from gpu_stage.runtime import usable_cores
 
 
 def cpu_model() -> str:

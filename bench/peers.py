@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -286,14 +285,6 @@ _SHARED: list[bytes] = []
 def _work(task: tuple[str, int, int]) -> Checksum:
     name, start, stop = task
     return PEERS[name](_SHARED, start, stop)
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (the affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from llmpipe import runtime
 
 GEN0_THRESHOLD = 200_000
@@ -25,3 +27,11 @@ def tune_process() -> None:
     """:func:`tune_gc`, and batch-sized buffers kept on the heap (``llmpipe.runtime.keep_large_buffers``)."""
     tune_gc()
     runtime.keep_large_buffers(HEAP_BUFFER_BYTES)
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, e.g. under ``taskset`` or a cgroup)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1

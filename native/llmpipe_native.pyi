@@ -14,6 +14,7 @@ class Transform:
         partitions: bytes,
         offsets: bytes,
         timestamps_ms: bytes,
+        threads: int = 1,
     ) -> tuple[bytes, bytes, bytes, list[tuple[int, str, str]]]: ...
     def lane_input(
         self,
@@ -23,7 +24,7 @@ class Transform:
         out: Buffer,
     ) -> tuple[bytes, bytes, bytes, bytes, bytes, bytes] | int: ...
     def run_packed(
-        self, columns: tuple[Buffer, ...], positions: Buffer | None = None
+        self, columns: tuple[Buffer, ...], positions: Buffer | None = None, threads: int = 1
     ) -> tuple[
         bytes,
         bytes,

@@ -574,11 +574,14 @@ class LaneTransform:
         tables, the size limit and the kernel cache.
         """
         from gpu_stage.backends.native import NativeBackend
+        from gpu_stage.runtime import usable_cores
 
         self.clock = clock or StageClock()
         record = settings.record
         check_layout(record)
-        self.native = NativeBackend(settings)
+        # The rows the lane leaves (dead letters among them) are this process's CPU work: every core
+        # it may use takes a share of a large batch's.
+        self.native = NativeBackend(settings, threads=usable_cores())
         tables = ContentTables.of(record.content_schema)
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.taken_rows = 0

@@ -44,9 +44,14 @@ class NativeBackend:
 
     name = "cpu"
 
-    def __init__(self, settings: TransformSettings | None = None) -> None:
-        """Compile the core for the settings' schemas; a missing core or a bad schema is a ConfigError."""
+    def __init__(self, settings: TransformSettings | None = None, threads: int = 1) -> None:
+        """Compile the core for the settings' schemas; a missing core or a bad schema is a ConfigError.
+
+        ``threads`` above 1 lets one call transform runs of at least 512 consecutive records on
+        that many threads (the device lane's share of a batch; a worker of its own is one thread).
+        """
         self.settings = settings or TransformSettings()
+        self.threads = max(1, threads)
         reason = native_unusable_reason()
         if reason is not None:
             raise ConfigError(reason)
@@ -73,6 +78,7 @@ class NativeBackend:
             _int64_bytes(batch.partitions),
             _int64_bytes(batch.offsets),
             _int64_bytes(batch.timestamps_ms),
+            self.threads,
         )
         rows = np.frombuffer(positions, dtype="<i8").astype(np.int64)
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -89,7 +95,7 @@ class NativeBackend:
         per-record Python objects of the call).
         """
         picks = None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
-        buf, ends, rows, bad = self._core.run_packed(batch.columns(), picks)
+        buf, ends, rows, bad = self._core.run_packed(batch.columns(), picks, self.threads)
         stage, topic = self.settings.stage, batch.topic
         dead = [
             BadRecord(value, stage, _REASONS[reason], text, key, topic, partition, offset, tuple(headers))  # type: ignore[arg-type]

@@ -227,6 +227,7 @@ impl PyTransform {
     /// the encoded rows, each row's end in `buf` and batch position (int64 buffers), and
     /// `(position, reason, text)` for each dead letter.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (values, keys, headers, partitions, offsets, timestamps_ms, threads=1))]
     fn run<'py>(
         &self,
         py: Python<'py>,
@@ -236,13 +237,13 @@ impl PyTransform {
         partitions: &[u8],
         offsets: &[u8],
         timestamps_ms: &[u8],
+        threads: usize,
     ) -> PyResult<RunResult<'py>> {
         let n = values.len();
         let partitions = int64s(partitions, n, "partitions")?;
         let offsets = int64s(offsets, n, "offsets")?;
         let timestamps = int64s(timestamps_ms, n, "timestamps_ms")?;
         let held = hold(values, keys, headers)?;
-        let input_bytes = held.iter().map(|h| h.value.as_bytes().len()).sum();
         let records: Vec<RawRecord<'_>> = held.iter().enumerate().map(|(i, h)| RawRecord {
             value: h.value.as_bytes(),
             key: h.key.as_ref().map(|k| k.as_bytes()),
@@ -256,7 +257,7 @@ impl PyTransform {
         // The bytes objects are immutable and `held` keeps them alive, so their buffers can be read
         // without the GIL: other Python threads (metrics, watchdog, a consumer) run meanwhile.
         let inner = &self.inner;
-        let mut out = py.detach(move || inner.run(records.into_iter(), input_bytes, scratch));
+        let mut out = py.detach(move || inner.run_split(&records, threads, scratch));
         let bad = PyList::empty(py);
         for (i, reason, text) in std::mem::take(&mut out.bad) {
             bad.append((i, reason, text))?;
@@ -320,12 +321,13 @@ impl PyTransform {
     /// except that each dead letter is `(position, reason, text, value, key, headers, partition,
     /// offset)`: what its dead-letter record needs.
     /// Runs without the GIL; the caller leaves the buffers alone meanwhile.
-    #[pyo3(signature = (columns, positions=None))]
+    #[pyo3(signature = (columns, positions=None, threads=1))]
     fn run_packed<'py>(
         &self,
         py: Python<'py>,
         columns: &Bound<'py, PyTuple>,
         positions: Option<PyBuffer<i64>>,
+        threads: usize,
     ) -> PyResult<RunResult<'py>> {
         let held = PackedBuffers::of(columns)?;
         let packed = held.packed()?;
@@ -344,9 +346,8 @@ impl PyTransform {
         let scratch = self.take_scratch();
         let inner = &self.inner;
         let mut out = py.detach(|| {
-            let input_bytes = picks.iter().map(|&p| packed.value(p as usize).len()).sum();
-            let records = picks.iter().map(|&p| packed.record(p as usize));
-            let mut out = inner.run(records, input_bytes, scratch);
+            let records: Vec<RawRecord<'_>> = picks.iter().map(|&p| packed.record(p as usize)).collect();
+            let mut out = inner.run_split(&records, threads, scratch);
             for row in &mut out.positions {
                 *row = picks[*row as usize];
             }

@@ -108,6 +108,23 @@ def test_shared_vectors_and_synthetic_bodies() -> None:
         assert first.raw == raw.values[i] and first.source_headers == tuple(raw.headers[i])
 
 
+@pytest.mark.parametrize("threads", [2, 3, 8])
+def test_records_split_over_threads_give_the_same_result(threads: int) -> None:
+    """Runs of consecutive records on several threads, joined in order: rows, bytes and dead letters as one run."""
+    settings = dataclasses.replace(_settings("default"), max_record_bytes=1 << 20)
+    one, split = NativeBackend(settings), NativeBackend(settings, threads=threads)
+    values = synth.bodies(9000)
+    raw = synth.batch(values)
+    packed = PackedBatch.of(raw)
+    every_other = np.arange(1, len(values), 2, dtype=np.int64)  # 4,500: a run of 512 or more per thread
+    for positions in (None, every_other):
+        want, got = one.run_packed(packed, positions), split.run_packed(packed, positions)
+        assert bytes(got[0]) == bytes(want[0])
+        assert got[1].tolist() == want[1].tolist() and got[2].tolist() == want[2].tolist()
+        assert got[3] == want[3] and len(want[3]) > 0
+    assert_same_result(one.parse(raw), split.parse(raw))
+
+
 def test_malformed_columns_are_refused() -> None:
     native = NATIVE["default"]
     packed = PackedBatch.of(_odd_batch())
