@@ -146,7 +146,9 @@ class PackedLane:
         rest = None if job is None else self._rest.submit(self._rest_rows, self._measured(job))
         while job is not None and rest is not None:
             upcoming = self._next(source, (job.slot + 1) % self.executor.SLOTS)
-            self._middle(job, rest.result())
+            with self.clock.stage("lane_wait_rest"):
+                rest_rows = rest.result()
+            self._middle(job, rest_rows)
             result = self._finish(job)
             if upcoming is not None:
                 rest = self._rest.submit(self._rest_rows, self._measured(upcoming))
@@ -203,7 +205,8 @@ class PackedLane:
             rest_starts = starts[rest_rows]
             starts[slow] = -1  # pass 2 leaves the native core's rows to the host
         total = int(job.offsets[-1])
-        job.out = self.pool.take(total)
+        with self.clock.stage("lane_take"):
+            job.out = self.pool.take(total)
         job.rest = (rest_buf, rest_ends, rest_starts)
         job.taken = n - len(slow)
         with self.clock.stage("lane_submit"):
