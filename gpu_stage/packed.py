@@ -121,14 +121,29 @@ def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     return bytes(out)
 
 
-def _packed(items: Sequence[bytes], allocate: Callable[[int], U8] | None = None) -> tuple[U8, I64]:
+def _packed(items: Sequence[bytes]) -> tuple[U8, I64]:
     ends = np.cumsum(np.fromiter(map(len, items), dtype=np.int64, count=len(items)), dtype=np.int64)
-    joined = b"".join(items)
-    if allocate is None:
-        return np.frombuffer(joined, dtype=np.uint8), ends
-    buf = allocate(len(joined))
-    buf[: len(joined)] = np.frombuffer(joined, dtype=np.uint8)
-    return buf, ends
+    return np.frombuffer(b"".join(items), dtype=np.uint8), ends
+
+
+def _side_by_side(parts: list[npt.NDArray[np.generic]], allocate: Callable[[int], U8]) -> list[npt.NDArray[np.generic]]:
+    """Copies of ``parts`` in one buffer from ``allocate``, each at an 8-byte boundary.
+
+    The first (the values) gets a byte to spare: a device lane reads at least one byte of them.
+    """
+    sizes = [parts[0].nbytes + 1, *(p.nbytes for p in parts[1:])]
+    starts = np.concatenate([[0], np.cumsum([-(-size // 8) * 8 for size in sizes])]).tolist()
+    buf = allocate(int(starts[-1]))
+    placed: list[npt.NDArray[np.generic]] = []
+    for part, start, size in zip(parts, starts, sizes, strict=False):
+        piece = buf[start : start + size]
+        if part.dtype == np.uint8:
+            piece[: part.nbytes] = part
+        else:
+            piece = piece.view(part.dtype)
+            piece[:] = part
+        placed.append(piece)
+    return placed
 
 
 @dataclass(frozen=True)
@@ -191,15 +206,21 @@ class PackedBatch:
     def of(cls, batch: RawBatch, allocate: Callable[[int], U8] | None = None) -> PackedBatch:
         """Pack a batch of Python objects (tests, benchmarks; a fetch would fill the buffers itself).
 
-        ``allocate(size)`` gives the buffers the values, keys and headers are written into (at least
-        ``size`` bytes, e.g. a backend's ``input_buffer``, each kept whole); by default new ones.
+        ``allocate(size)`` gives the one buffer every column is written into (at least ``size``
+        bytes, e.g. a backend's ``input_buffer``, as a fetch would fill it); by default each column
+        is an array of its own.
         """
-        value_buf, value_ends = _packed(list(batch.values), allocate)
-        key_buf, key_ends = _packed([k or b"" for k in batch.keys], allocate)
+        value_buf, value_ends = _packed(list(batch.values))
+        key_buf, key_ends = _packed([k or b"" for k in batch.keys])
         key_null = np.fromiter((k is None for k in batch.keys), dtype=np.uint8, count=len(batch))
-        header_buf, header_ends = _packed([encode_headers(h) for h in batch.headers], allocate)
-        ints = (np.ascontiguousarray(c, dtype=np.int64) for c in (batch.partitions, batch.offsets, batch.timestamps_ms))
-        return cls(batch.topic, value_buf, value_ends, key_buf, key_ends, key_null, header_buf, header_ends, *ints)
+        header_buf, header_ends = _packed([encode_headers(h) for h in batch.headers])
+        ints = [np.ascontiguousarray(c, dtype=np.int64) for c in (batch.partitions, batch.offsets, batch.timestamps_ms)]
+        columns: list[npt.NDArray[np.generic]] = [
+            value_buf, value_ends, key_buf, key_ends, key_null, header_buf, header_ends, *ints
+        ]  # fmt: skip
+        if allocate is not None:
+            columns = _side_by_side(columns, allocate)
+        return cls(batch.topic, *columns)  # type: ignore[arg-type]
 
     def to_raw(self) -> RawBatch:
         """The same records as Python objects (tests compare both forms)."""

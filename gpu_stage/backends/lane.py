@@ -351,9 +351,28 @@ class LaneInput:
             *columns,
         )
 
+    def columns(self) -> dict[str, npt.NDArray[Any]]:
+        """Every column but the values, by name, as the kernels read them (an empty buffer as one byte: never read)."""
+        return {
+            "value_ends": self.value_ends,
+            "keys": _nonempty(self.keys),
+            "key_ends": self.key_ends,
+            "key_null": self.key_null,
+            "headers": _nonempty(self.headers),
+            "header_ends": self.header_ends,
+            "partitions": self.partitions,
+            "offsets": self.offsets,
+            "timestamps": self.timestamps,
+        }
+
     def record_columns(self) -> tuple[npt.NDArray[Any], ...]:
-        """The keys and headers as the kernels take them (an empty buffer as one byte: never read)."""
-        return (_nonempty(self.keys), self.key_ends, self.key_null, _nonempty(self.headers), self.header_ends)
+        """The keys and headers as the kernels take them (see :data:`RECORD_COLUMNS`)."""
+        columns = self.columns()
+        return tuple(columns[name] for name in RECORD_COLUMNS)
+
+
+# The kernels' arguments after the values' ends, in order.
+RECORD_COLUMNS = ("keys", "key_ends", "key_null", "headers", "header_ends")
 
 
 def _bytes_array(raw: bytes) -> npt.NDArray[np.uint8]:

@@ -66,7 +66,8 @@ class HostPool:
         if free:  # grow: drop the largest free buffer that is too small
             largest = max(free, key=len)
             self._buffers = [b for b in self._buffers if b is not largest]
-        buffer = self._allocate(max(size, 1))
+        # Page-locking a buffer costs milliseconds: leave room for the next, slightly larger batches.
+        buffer = self._allocate(_with_room(size))
         if len(self._buffers) < self._keep:
             self._buffers.append(buffer)
         return buffer
@@ -76,6 +77,12 @@ class HostPool:
         return sum(len(b) for b in self._buffers)
 
 
+def _with_room(size: int) -> int:
+    """``size`` plus an eighth, rounded up to a whole MiB."""
+    return -(-(max(size, 1) + size // 8) // _MIB) * _MIB
+
+
+_MIB = 1 << 20
 # A pooled buffer's references when nothing outside the pool holds it: the list, the comprehension's
 # loop variable and getrefcount's own argument.
 _POOLED_REFS = 3
@@ -124,11 +131,11 @@ class PackedLane:
         self._inputs[buffer.__array_interface__["data"][0]] = buffer
         return buffer
 
-    def _in_place(self, buf: U8) -> bool:
+    def _in_place(self, buf: npt.NDArray[Any]) -> bool:
         """Whether ``buf`` (not empty) lies inside a buffer from :meth:`input_buffer`."""
         at = buf.__array_interface__["data"][0]
-        return len(buf) > 0 and any(
-            start <= at and at + len(buf) <= start + len(held) for start, held in list(self._inputs.items())
+        return buf.nbytes > 0 and any(
+            start <= at and at + buf.nbytes <= start + len(held) for start, held in list(self._inputs.items())
         )
 
     def stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
@@ -149,10 +156,11 @@ class PackedLane:
             with self.clock.stage("lane_wait_rest"):
                 rest_rows = rest.result()
             self._middle(job, rest_rows)
-            result = self._finish(job)
+            # The next batch's pass 1 was queued before this one's pass 2: its rows for the native
+            # core are known, and that thread starts on them while this one waits for pass 2.
             if upcoming is not None:
                 rest = self._rest.submit(self._rest_rows, self._measured(upcoming))
-            yield result
+            yield self._finish(job)
             job = upcoming
 
     def _next(self, source: Iterator[PackedBatch], slot: int) -> _Job | None:
@@ -237,7 +245,7 @@ def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8],
     """The lane's input for a packed batch: its columns as they are, the values copied into ``staging``.
 
     With ``staging`` None the values are read where they are (a page-locked input buffer with a
-    byte to spare). ``in_place`` tells which of the keys' and headers' buffers are page-locked.
+    byte to spare). ``in_place`` tells which of the other columns lie in page-locked buffers too.
     The columns are checked first: the device reads by their ends.
     """
     import llmpipe_native
@@ -251,8 +259,7 @@ def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8],
         values = staging[: max(total, 1)]
     keys = batch.key_buf[: _end(batch.key_ends)]
     headers = batch.header_buf[: _end(batch.header_ends)]
-    pinned = frozenset(name for name, buf in (("keys", keys), ("headers", headers)) if in_place(buf))
-    return LaneInput(
+    li = LaneInput(
         values,
         batch.value_ends,
         keys,
@@ -263,8 +270,9 @@ def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8],
         batch.partitions,
         batch.offsets,
         batch.timestamps_ms,
-        pinned,
     )
+    li.pinned = frozenset(name for name, column in li.columns().items() if in_place(column))
+    return li
 
 
 def _end(ends: I64) -> int:

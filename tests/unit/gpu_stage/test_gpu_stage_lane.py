@@ -29,6 +29,7 @@ from test_packed import assert_same_result
 from gpu_stage import synth
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.lane import CpuExecutor, LaneTransform, compile_lane
+from gpu_stage.backends.lane_packed import _lane_input
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.batch import RawBatch
 from gpu_stage.packed import PackedBatch
@@ -81,6 +82,16 @@ def test_packed_stream_of_batches_of_every_size(overlap: bool, in_place: bool) -
     taken = _run_packed(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), raws, overlap, in_place)
     good = sum(not v.startswith(b'{"error"') for v in values[:at])
     assert 0 < taken == good
+
+
+def test_a_batch_packed_into_an_input_buffer_goes_to_the_device_from_there() -> None:
+    """Every column of a batch packed into the lane's input buffer is read in place (no staging copy)."""
+    lane = WIDE_PAIR[0].packed
+    raw = synth.batch(synth.bodies(50))
+    in_place = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._in_place)
+    assert in_place.pinned == set(in_place.columns())
+    elsewhere = PackedBatch.of(raw)
+    assert _lane_input(elsewhere, lane.executor.staging(elsewhere.value_bytes + 1), lane._in_place).pinned == set()
 
 
 @pytest.mark.parametrize("schema", sorted(CONTENT_SCHEMAS))

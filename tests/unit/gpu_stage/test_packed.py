@@ -151,23 +151,27 @@ def test_header_encoding_is_what_the_native_core_decodes() -> None:
 
 def test_pooled_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
     made: list[int] = []
+    mib = 1 << 20
 
     def allocate(size: int) -> np.ndarray:
-        made.append(size)
+        made.append(size // mib)
         return np.zeros(size, dtype=np.uint8)
 
     pool = HostPool(allocate, keep=2)
-    first = pool.take(100)
+    first = pool.take(3 * mib)  # an eighth more, in whole MiB: 4
     view = first.data[:50]
     del first
-    second = pool.take(80)  # the first is still seen through ``view``
-    assert len(made) == 2
+    second = pool.take(5 * mib // 2)  # the first is still seen through ``view``: 3 MiB
+    assert made == [4, 3]
     sub = memoryview(view)[10:20]  # a view of the view holds the buffer too
     del view, second
-    third = pool.take(90)  # the second buffer (80) is free but too small: it is replaced
-    assert made == [100, 80, 90]
+    third = pool.take(7 * mib // 2)  # the second buffer (3 MiB) is free but too small: it is replaced
+    assert made == [4, 3, 4]
     del sub
-    fourth = pool.take(60)  # the first buffer is free again
-    assert len(fourth) == 100 and made == [100, 80, 90]
-    assert pool.held_bytes() == 190
-    del third, fourth
+    fourth = pool.take(mib)  # the first buffer is free again
+    assert len(fourth) == 4 * mib and made == [4, 3, 4]
+    assert pool.held_bytes() == 8 * mib
+    del fourth
+    again = pool.take(4 * mib)  # a slightly larger batch fits the room left: nothing new
+    assert made == [4, 3, 4] and len(again) == 4 * mib
+    del third, again
