@@ -17,6 +17,7 @@ and once packed into the backend's input buffers (``-packed-pinned``: read where
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import io
 import json
@@ -147,6 +148,13 @@ def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
     return facts
 
 
+@functools.lru_cache(maxsize=1)
+def _corpus(records: int, batch_size: int, seed: int) -> tuple[list[bytes], list[RawBatch]]:
+    """The bodies and their batches, made once for every backend and input of one invocation."""
+    values = bodies(records, SynthConfig(seed=seed))
+    return values, [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
+
+
 def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str = "") -> dict[str, Any]:
     """Time parse → Avro over ``records`` bodies in batches of ``batch_size``.
 
@@ -155,8 +163,7 @@ def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str 
     into the backend's own input buffers, as a fetch into them would leave them) or ``"serial"``
     (pinned, nothing overlapped).
     """
-    values = bodies(records, SynthConfig(seed=seed))
-    batches = [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
+    values, batches = _corpus(records, batch_size, seed)
     if packed:
         if not isinstance(backend, StreamBackend):
             msg = f"backend {backend.name} does not take packed batches"
