@@ -31,14 +31,19 @@ fi
 if [ "$what" = packed ] || [ "$what" = all ]; then
     # The device lane over packed batches, two in flight, against itself with nothing overlapped and
     # against the native core on the same packed batches; at most 2 CPU cores. 1 M-record batches hold
-    # about 7 GiB on the device in two slots, so their pool is 32 GiB.
-    log="$out/gpu-packed-h200.log"
+    # about 4.3 GiB on the device, so their pool is 32 GiB. Then the harness with packed input.
     step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu,cpu \
-        --input both --serial --out "$out/transform-packed-h200.json" > "$log" 2>&1
+        --input packed --serial --out "$out/transform-packed-h200.json" > "$out/gpu-packed-h200.log" 2>&1
+    step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 100000 --backends gpu,cpu \
+        --input both --serial --out "$out/transform-packed-both-h200.json" > "$out/gpu-packed-both-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 300000 --batch-size 10000 --backends gpu,cpu \
-        --input both --serial --out "$out/transform-packed-10k-h200.json" >> "$log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 4000000 --batch-size 1000000 --backends gpu \
-        --input packed --serial --gpu-pool-bytes $((32 << 30)) --out "$out/transform-packed-1m-h200.json" >> "$log" 2>&1
+        --input packed --serial --out "$out/transform-packed-10k-h200.json" > "$out/gpu-packed-10k-h200.log" 2>&1
+    step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 1000000 --backends gpu \
+        --input packed --serial --gpu-pool-bytes $((32 << 30)) --out "$out/transform-packed-1m-h200.json" \
+        > "$out/gpu-packed-1m-h200.log" 2>&1
+    step python -m bench --records 300000 --backends gpu,cpu --input packed --batch-size 100000 \
+        --sweep 10000,100000 --sweep-min-records 1000000 --out "$out/bench-packed-h200.json" \
+        > "$out/gpu-peers-packed-h200.log" 2>&1
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies.
