@@ -4,7 +4,7 @@ The keys and headers reach the device packed as :mod:`gpu_stage.packed` packs th
 nothing per record for these columns. Per row, :func:`record_columns` checks the key, walks the
 headers (a repeated header's last occurrence wins, semantics §2), reads the latency and checks the
 attributes; the slots it fills say where each value lies, and pass 2 writes them from there
-(``put_key`` and ``put_attributes`` in :mod:`gpu_stage.backends.lane_rows`).
+(``emit`` and ``put_attributes`` in :mod:`gpu_stage.backends.lane_rows`).
 
 Taken: a key that is UTF-8 (or none); whole header encodings; attributes that are absent, null or
 not a JSON object at all (all three are null in semantics §2), or a flat object of distinct keys

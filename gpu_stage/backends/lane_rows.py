@@ -802,30 +802,18 @@ def put_text(src, s, length, escaped, out, q, write):
 
 
 @jit
+def put_opt_text(src, slots, r, slot, escaped, out, q, write):
+    """A ``["null", "string"]`` union from a string slot of ``src``, escapes decoded when ``escaped``."""
+    s = slots[r, slot]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    return put_text(src, s, slots[r, slot + 2], escaped, out, put_byte(out, q, 2, write), write)
+
+
+@jit
 def put_opt_string(b, slots, r, slot, out, q, write):
-    """A ``["null", "string"]`` union from a string slot of the body."""
-    s = slots[r, slot]
-    if s < 0:
-        return put_byte(out, q, 0, write)
-    return put_text(b, s, slots[r, slot + 2], True, out, put_byte(out, q, 2, write), write)
-
-
-@jit
-def put_opt_decoded(b, slots, r, slot, out, q, write):
-    """A ``["null", "string"]`` union from a string slot pass 1 decoded in place (content, tool arguments)."""
-    s = slots[r, slot]
-    if s < 0:
-        return put_byte(out, q, 0, write)
-    return put_text(b, s, slots[r, slot + 2], False, out, put_byte(out, q, 2, write), write)
-
-
-@jit
-def put_key(kb, slots, r, out, q, write):
-    """``request_id``: the key as a ``["null", "string"]`` union (checked UTF-8 in pass 1)."""
-    s = slots[r, KEY]
-    if s < 0:
-        return put_byte(out, q, 0, write)
-    return put_text(kb, s, slots[r, KEY + 2], False, out, put_byte(out, q, 2, write), write)
+    """A ``["null", "string"]`` union from a string slot of the body, as sent."""
+    return put_opt_text(b, slots, r, slot, True, out, q, write)
 
 
 @jit
@@ -939,16 +927,16 @@ def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
 @jit
 def emit(b, kb, hb, slots, r, ptab, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
     """The row's Avro datum, field by field in ``TypedRecord.avro`` order; the end position."""
-    q = put_key(kb, slots, r, out, q, write)
+    q = put_opt_text(kb, slots, r, KEY, False, out, q, write)  # the key, checked UTF-8 in pass 1
     q = put_opt_string(b, slots, r, ID, out, q, write)
     q = put_opt_string(b, slots, r, OBJECT, out, q, write)
     q = put_opt_long(out, q, slots[r, CREATED], write)
     for slot in (MODEL, FINISH, STOP):
         q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_opt_decoded(b, slots, r, CONTENT, out, q, write)
+    q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
     for slot in (REASONING, TOOL_NAME):
         q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_opt_decoded(b, slots, r, TOOL_ARGS, out, q, write)
+    q = put_opt_text(b, slots, r, TOOL_ARGS, False, out, q, write)
     valid = slots[r, TOOL_VALID]
     q = put_byte(out, q, 0, write) if valid < 0 else put_byte(out, put_byte(out, q, 2, write), valid, write)
     n = slots[r, NUM_CHOICES]
@@ -959,7 +947,7 @@ def emit(b, kb, hb, slots, r, ptab, nprops, cs, ce, cv, cd, part, off, ts, out, 
         q = put_byte(out, q, 2, write)
         q = put_opt_long(out, q, slots[r, INDEX], write)
         q = put_opt_string(b, slots, r, FINISH, out, q, write)
-        q = put_opt_decoded(b, slots, r, CONTENT, out, q, write)
+        q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
     q = put_byte(out, q, 0, write)
     for slot in (PROMPT, COMPLETION, TOTAL, CACHED):
         q = put_opt_long(out, q, slots[r, slot], write)
