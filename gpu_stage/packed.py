@@ -36,6 +36,11 @@ def _start(ends: I64, i: int) -> int:
     return int(ends[i - 1]) if i > 0 else 0
 
 
+def last_end(ends: I64) -> int:
+    """Where the last item of a packed column ends: the column's bytes (0 for no items)."""
+    return int(ends[-1]) if len(ends) else 0
+
+
 class _Lazy(Sequence[T]):
     """A read-only sequence whose items are made on access (a slice gives a list)."""
 
@@ -185,7 +190,7 @@ class PackedBatch:
     @property
     def value_bytes(self) -> int:
         """Total size of the values."""
-        return int(self.value_ends[-1]) if len(self) else 0
+        return last_end(self.value_ends)
 
     def columns(self) -> tuple[npt.NDArray[np.generic], ...]:
         """The ten columns in the order the native core takes them."""

@@ -60,7 +60,7 @@ class StreamBackend(Protocol):
     """A backend that also takes packed batches (contiguous buffers, no object per record) in a stream."""
 
     def input_buffer(self, size: int) -> Any:
-        """A host buffer of at least ``size`` bytes for a batch's values, read by this backend with no copy."""
+        """A host buffer of at least ``size`` bytes to pack a batch into, read by this backend with no copy."""
         ...
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:

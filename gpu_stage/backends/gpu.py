@@ -217,7 +217,7 @@ class GpuBackend:
         self.clock.reset()
 
     def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
-        """A host buffer to pack a batch's values into; the device lane reads it with no copy."""
+        """A host buffer to pack a batch into; the device lane reads it with no copy."""
         if self.lane is None:
             return np.empty(size + 1, dtype=np.uint8)
         buffer: npt.NDArray[np.uint8] = self.lane.packed.input_buffer(size)

@@ -35,7 +35,7 @@ import numpy.typing as npt
 from gpu_stage.backends import lane_rows as rows_mod
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
-from gpu_stage.packed import PackedBatch
+from gpu_stage.packed import PackedBatch, last_end
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
 
@@ -339,7 +339,7 @@ class LaneInput:
             packed = core.lane_input(*lists, buffer)
         value_ends, keys, key_ends, key_null, headers, header_ends = packed
         ends = np.frombuffer(value_ends, dtype=np.int64)
-        total = int(ends[-1]) if len(ends) else 0
+        total = last_end(ends)
         return cls(
             buffer[: max(total, 1)],
             ends,
@@ -648,7 +648,7 @@ class CpuLaneBackend:
         return self.lane.parse(batch)
 
     def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
-        """A host buffer to pack a batch's values into; the lane reads it with no copy."""
+        """A host buffer to pack a batch into; the lane reads it with no copy."""
         return self.lane.packed.input_buffer(size)
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:

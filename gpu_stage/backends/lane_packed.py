@@ -37,7 +37,7 @@ from gpu_stage.backends.lane import I64, Executor, LaneInput
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult
-from gpu_stage.packed import PackedBatch, Picked
+from gpu_stage.packed import PackedBatch, Picked, last_end
 from llmpipe.dlq import BadRecord
 
 U8 = npt.NDArray[np.uint8]
@@ -122,10 +122,10 @@ class PackedLane:
         self._rest = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-rest")
 
     def input_buffer(self, size: int) -> U8:
-        """A host buffer (page-locked for the device) to pack a batch's values into.
+        """A host buffer (page-locked for the device) to pack a batch into (``PackedBatch.of``'s ``allocate``).
 
-        A batch whose ``value_buf`` lies in such a buffer goes to the device from there, with no
-        copy; any other batch is copied into the slot's own page-locked buffer first.
+        A batch's columns that lie in such a buffer go to the device from there, with no copy; a
+        batch whose values lie elsewhere has them copied into the slot's own page-locked buffer first.
         """
         buffer = self.inputs.take(size + 1)
         self._inputs[buffer.__array_interface__["data"][0]] = buffer
@@ -257,8 +257,8 @@ def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8],
     else:
         llmpipe_native.copy_into(batch.value_buf[:total], staging[:total])
         values = staging[: max(total, 1)]
-    keys = batch.key_buf[: _end(batch.key_ends)]
-    headers = batch.header_buf[: _end(batch.header_ends)]
+    keys = batch.key_buf[: last_end(batch.key_ends)]
+    headers = batch.header_buf[: last_end(batch.header_ends)]
     li = LaneInput(
         values,
         batch.value_ends,
@@ -273,7 +273,3 @@ def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8],
     )
     li.pinned = frozenset(name for name, column in li.columns().items() if in_place(column))
     return li
-
-
-def _end(ends: I64) -> int:
-    return int(ends[-1]) if len(ends) else 0

@@ -113,7 +113,7 @@ class NativeBackend:
         return ParseResult(EncodedRows(buf, offsets, rows, Picked(batch.keys, rows)), dead)
 
     def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
-        """A host buffer to pack a batch's values into (any buffer will do here)."""
+        """A host buffer to pack a batch into (any buffer will do here)."""
         return np.empty(size + 1, dtype=np.uint8)
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
