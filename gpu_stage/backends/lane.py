@@ -305,7 +305,9 @@ class LaneInput:
 
     The values lie in page-locked memory; the keys and headers are packed as :mod:`gpu_stage.packed`
     packs them (the lane reads ``request_id``, ``latency_ms`` and ``attributes`` from them on the
-    device), and ``pinned`` names those of them that are page-locked too.
+    device), and ``pinned`` names those of them that are page-locked too. ``block``, when set, is
+    one page-locked buffer that holds the values and every other column (a batch packed into an
+    input buffer): a device can take the whole batch in one copy (see :meth:`block_layout`).
     """
 
     values: npt.NDArray[np.uint8]
@@ -319,6 +321,7 @@ class LaneInput:
     offsets: I64
     timestamps: I64
     pinned: frozenset[str] = frozenset()
+    block: npt.NDArray[np.uint8] | None = None
 
     @classmethod
     def of(
@@ -369,6 +372,31 @@ class LaneInput:
         """The keys and headers as the kernels take them (see :data:`RECORD_COLUMNS`)."""
         columns = self.columns()
         return tuple(columns[name] for name in RECORD_COLUMNS)
+
+    def block_layout(self) -> tuple[int, dict[str, tuple[int, npt.NDArray[Any]]]] | None:
+        """Where the values and each column lie in :attr:`block`: (bytes to copy, name -> (offset, column)).
+
+        None without a block, or when a column lies outside it or off its item size's alignment
+        (a device reads an int64 column only at an 8-byte boundary). An empty column is given
+        offset 0: the kernels never read it.
+        """
+        if self.block is None:
+            return None
+        start = self.block.__array_interface__["data"][0]
+        size = self.block.nbytes
+        layout: dict[str, tuple[int, npt.NDArray[Any]]] = {}
+        span = 0
+        columns = {"values": self.values, **self.columns(), "keys": self.keys, "headers": self.headers}
+        for name, column in columns.items():
+            if not column.nbytes:  # as columns() gives it: one byte, never read
+                layout[name] = (0, self.block[:1])
+                continue
+            at = column.__array_interface__["data"][0] - start
+            if at < 0 or at + column.nbytes > size or at % column.dtype.itemsize:
+                return None
+            layout[name] = (at, column)
+            span = max(span, at + column.nbytes)
+        return max(span, 1), layout
 
 
 # The kernels' arguments after the values' ends, in order.
@@ -508,6 +536,7 @@ class Executor:
         self.wait(handle)
         return sizes, taken, offsets, out[:total]
 
+
 @dataclass
 class _CpuPass:
     """A batch between the passes on the CPU: its input, its values' copy and pass 1's per-row state."""
@@ -599,8 +628,8 @@ class LaneTransform:
         record = settings.record
         check_layout(record)
         # The rows the lane leaves (dead letters among them) are this process's CPU work: every core
-        # it may use takes a share of a large batch's.
-        self.native = NativeBackend(settings, threads=usable_cores())
+        # it may use takes a share of a large batch's, unless the settings give it fewer.
+        self.native = NativeBackend(settings, threads=getattr(settings, "native_threads", None) or usable_cores())
         tables = ContentTables.of(record.content_schema)
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.taken_rows = 0

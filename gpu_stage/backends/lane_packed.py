@@ -131,12 +131,19 @@ class PackedLane:
         self._inputs[buffer.__array_interface__["data"][0]] = buffer
         return buffer
 
+    def _holder(self, buf: npt.NDArray[Any]) -> U8 | None:
+        """The buffer from :meth:`input_buffer` that ``buf`` (not empty) lies inside, if any."""
+        at = buf.__array_interface__["data"][0]
+        if buf.nbytes == 0:
+            return None
+        for start, held in list(self._inputs.items()):
+            if start <= at and at + buf.nbytes <= start + len(held):
+                return held
+        return None
+
     def _in_place(self, buf: npt.NDArray[Any]) -> bool:
         """Whether ``buf`` (not empty) lies inside a buffer from :meth:`input_buffer`."""
-        at = buf.__array_interface__["data"][0]
-        return buf.nbytes > 0 and any(
-            start <= at and at + buf.nbytes <= start + len(held) for start, held in list(self._inputs.items())
-        )
+        return self._holder(buf) is not None
 
     def stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """Every batch's result, in order; with ``overlap``, batch k+1 starts before batch k finishes."""
@@ -178,7 +185,7 @@ class PackedLane:
             else:
                 staging = self.executor.staging(batch.value_bytes + 1, slot)
                 self.copied_batches += 1
-            li = _lane_input(batch, staging, self._in_place)
+            li = _lane_input(batch, staging, self._holder)
         with self.clock.stage("lane_submit"):
             job.handle = self.executor.submit(li, n, slot)
         return job
@@ -241,11 +248,13 @@ class PackedLane:
         return ParseResult(EncodedRows(buf, job.offsets, job.rows, keys), job.bad)
 
 
-def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8], bool]) -> LaneInput:
+def _lane_input(batch: PackedBatch, staging: U8 | None, holder: Callable[[U8], U8 | None]) -> LaneInput:
     """The lane's input for a packed batch: its columns as they are, the values copied into ``staging``.
 
     With ``staging`` None the values are read where they are (a page-locked input buffer with a
-    byte to spare). ``in_place`` tells which of the other columns lie in page-locked buffers too.
+    byte to spare). ``holder`` tells which page-locked input buffer a column lies in, if any: the
+    columns that do are marked pinned, and the values' buffer is the batch's block (one copy to
+    the device when every column lies in it: :meth:`LaneInput.block_layout`).
     The columns are checked first: the device reads by their ends.
     """
     import llmpipe_native
@@ -271,5 +280,6 @@ def _lane_input(batch: PackedBatch, staging: U8 | None, in_place: Callable[[U8],
         batch.offsets,
         batch.timestamps_ms,
     )
-    li.pinned = frozenset(name for name, column in li.columns().items() if in_place(column))
+    li.pinned = frozenset(name for name, column in li.columns().items() if holder(column) is not None)
+    li.block = holder(values) if staging is None else None  # its layout says whether all lie in it
     return li

@@ -88,10 +88,42 @@ def test_a_batch_packed_into_an_input_buffer_goes_to_the_device_from_there() -> 
     """Every column of a batch packed into the lane's input buffer is read in place (no staging copy)."""
     lane = WIDE_PAIR[0].packed
     raw = synth.batch(synth.bodies(50))
-    in_place = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._in_place)
+    in_place = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._holder)
     assert in_place.pinned == set(in_place.columns())
     elsewhere = PackedBatch.of(raw)
-    assert _lane_input(elsewhere, lane.executor.staging(elsewhere.value_bytes + 1), lane._in_place).pinned == set()
+    copied = _lane_input(elsewhere, lane.executor.staging(elsewhere.value_bytes + 1), lane._holder)
+    assert copied.pinned == set()
+    assert copied.block is None and copied.block_layout() is None
+
+
+def test_a_batch_in_one_input_buffer_is_laid_out_for_one_copy() -> None:
+    """The block layout gives each column's offset in the buffer; the copied span holds every byte of each."""
+    lane = WIDE_PAIR[0].packed
+    raw = synth.batch(synth.bodies(40), first_offset=7)
+    li = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._holder)
+    layout = li.block_layout()
+    assert li.block is not None and layout is not None
+    span, columns = layout
+    assert set(columns) == {"values", *li.columns()}
+    block = li.block[:span]
+    for name, (at, column) in columns.items():
+        assert at % column.dtype.itemsize == 0
+        assert block[at : at + column.nbytes].view(column.dtype).tolist() == column.tolist(), name
+    assert columns["offsets"][1].tolist() == list(range(7, 47))
+
+
+def test_a_block_layout_refuses_columns_outside_the_block_or_off_alignment() -> None:
+    """A column elsewhere, or an int64 column at an odd offset, means one copy per column instead."""
+    lane = WIDE_PAIR[0].packed
+    raw = synth.batch(synth.bodies(10))
+    li = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._holder)
+    assert li.block_layout() is not None
+    li.offsets = li.offsets.copy()
+    assert li.block_layout() is None
+    li = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._holder)
+    assert li.block is not None
+    li.offsets = li.block[1 : 1 + li.offsets.nbytes].view(np.int64)  # inside the block, one byte off
+    assert li.block_layout() is None
 
 
 @pytest.mark.parametrize("schema", sorted(CONTENT_SCHEMAS))
