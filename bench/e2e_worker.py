@@ -158,6 +158,7 @@ def start_workers(
             "--exit-when-idle", str(args.idle_s + args.join_timeout_s),
             "--gpu-pool-bytes", str(args.gpu_pool_bytes), "--parse-chunk-records", str(args.parse_chunk_records),
             "--commit-overlap", args.commit_overlap,
+            *(["--native-threads", str(args.native_threads)] if args.native_threads else []),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
@@ -244,7 +245,8 @@ def common_result(
         "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
-        "commit_overlap": args.commit_overlap, "exit_codes": codes, "per_worker": per_worker, "check": check,
+        "commit_overlap": args.commit_overlap, "native_threads": args.native_threads or None,
+        "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
 
@@ -266,6 +268,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--join-timeout-s", type=float, default=300.0,
                    help="how long the workers may take to start and join the group (GPU kernels compile at start)")
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
+    p.add_argument("--native-threads", type=int, default=0,
+                   help="each GPU worker's native-core threads (0: the worker's default, every usable core)")
     p.add_argument("--parse-chunk-records", type=int, default=10_000,
                    help="workers parse a batch in chunks of this many records while producing (0: no overlap)")
     p.add_argument("--commit-overlap", default="on", choices=["on", "off"],

@@ -42,7 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_schema(record, typed_topic)
             return 0
         transform = TransformSettings(
-            record=record, max_record_bytes=settings.max_record_bytes, kernel_cache=settings.kernel_cache
+            record=record,
+            max_record_bytes=settings.max_record_bytes,
+            kernel_cache=settings.kernel_cache,
+            native_threads=settings.native_threads,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         tune_process()

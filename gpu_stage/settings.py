@@ -40,6 +40,7 @@ class WorkerSettings:
     min_batch_for_ratio: int = 100
     gpu_pool_bytes: int = 2 << 30
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
+    native_threads: int | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
@@ -145,6 +146,14 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         w,
+        "--native-threads",
+        "GPU_STAGE_NATIVE_THREADS",
+        type=int,
+        help="threads of the native core for the rows the device lane leaves (gpu backend); unset: every "
+        "core this process may use. With several GPU workers on one host, give each its share",
+    )
+    env_option(
+        w,
         "--kernel-cache",
         "GPU_STAGE_KERNEL_CACHE",
         help="folder for the GPU kernels compiled at start, reused by later starts; unset: "
@@ -187,6 +196,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
     if args.parse_chunk_records < 0:
         msg = "--parse-chunk-records must be 0 or positive"
         raise ConfigError(msg)
+    if args.native_threads is not None and args.native_threads < 1:
+        msg = "--native-threads must be positive (unset: every usable core)"
+        raise ConfigError(msg)
     return WorkerSettings(
         kafka=KafkaSettings.from_args(args),
         raw_topic=args.raw_topic,
@@ -206,6 +218,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         max_bad_ratio=args.max_bad_ratio,
         gpu_pool_bytes=args.gpu_pool_bytes,
         kernel_cache=_kernel_cache(args.kernel_cache),
+        native_threads=args.native_threads,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,

@@ -32,13 +32,16 @@ class TransformSettings:
     """What a backend needs to know: the typed record (content schema), the size limit, the kernel cache.
 
     ``kernel_cache`` is where the device lane keeps its compiled kernels between runs (None: compile
-    them at every start, tens of seconds).
+    them at every start, tens of seconds). ``native_threads`` is how many threads the native core
+    uses for the rows the device lane leaves (None: every core this process may use; several GPU
+    workers on one host each take their share of the cores instead).
     """
 
     record: TypedRecord = field(default_factory=TypedRecord.from_file)
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
     stage: str = STAGE
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
+    native_threads: int | None = None
 
 
 @runtime_checkable

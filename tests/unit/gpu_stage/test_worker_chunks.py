@@ -117,3 +117,19 @@ def test_kernel_cache_and_chunk_options(monkeypatch: pytest.MonkeyPatch, tmp_pat
     assert parse(["--parse-chunk-records", "0"])[1].parse_chunk_records == 0
     with pytest.raises(ConfigError, match="parse-chunk-records"):
         parse(["--parse-chunk-records", "-1"])
+
+
+def test_native_threads_option_reaches_the_lanes_native_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset: every usable core; set (option or env): that many; the lane's native core gets it."""
+    from gpu_stage.backends.lane import CpuExecutor, LaneTransform
+    from gpu_stage.runtime import usable_cores
+    from gpu_stage.settings import parse
+
+    assert parse([])[1].native_threads is None
+    assert parse(["--native-threads", "3"])[1].native_threads == 3
+    monkeypatch.setenv("GPU_STAGE_NATIVE_THREADS", "2")
+    assert parse([])[1].native_threads == 2
+    with pytest.raises(ConfigError, match="native-threads"):
+        parse(["--native-threads", "0"])
+    assert LaneTransform(TransformSettings(native_threads=3), CpuExecutor).native.threads == 3
+    assert LaneTransform(TransformSettings(), CpuExecutor).native.threads == usable_cores()
