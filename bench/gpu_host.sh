@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|transform|packed|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|packed-peers|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|transform|packed|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|packed-peers|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -18,6 +18,9 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     # test_gpu_stage_content checks the validator against jsonschema, a dev dependency GPU hosts may lack.
     step env GPU_PARITY_OUT="$out/gpu-parity-h200.json" python -m pytest -q -p no:cacheprovider tests/gpu \
         tests/unit/gpu_stage --ignore=tests/unit/gpu_stage/test_gpu_stage_content.py > "$out/gpu-tests-h200.log" 2>&1
+fi
+if [ "$what" = lane-tests ]; then  # the device lane's own GPU tests (part of tests)
+    step python -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_lane.py > "$out/gpu-tests-lane-h200.log" 2>&1
 fi
 if [ "$what" = transform ] || [ "$what" = all ]; then
     # The transform on at most 2 CPU cores: large batches, 1 M-record batches, 10 k-record batches.
@@ -31,16 +34,19 @@ fi
 if [ "$what" = packed ] || [ "$what" = all ]; then
     # The device lane over packed batches, two in flight, against itself with nothing overlapped and
     # against the native core on the same packed batches; at most 2 CPU cores. 1 M-record batches hold
-    # about 4.3 GiB on the device, so their pool is 32 GiB. Then the harness with packed input.
-    step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu,cpu \
-        --input packed --serial --out "$out/transform-packed-h200.json" > "$out/gpu-packed-h200.log" 2>&1
+    # about 4.3 GiB on the device, so their pool is 32 GiB. Then where the main thread spends a
+    # stream (cProfile, own time; its rates are not figures). packed-peers: the harness with packed input.
     step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 100000 --backends gpu,cpu \
-        --input both --serial --out "$out/transform-packed-both-h200.json" > "$out/gpu-packed-both-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 300000 --batch-size 10000 --backends gpu,cpu \
-        --input packed --serial --out "$out/transform-packed-10k-h200.json" > "$out/gpu-packed-10k-h200.log" 2>&1
+        --input packed --serial --out "$out/transform-packed-h200.json" > "$out/gpu-packed-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 1000000 --backends gpu \
         --input packed --serial --gpu-pool-bytes $((32 << 30)) --out "$out/transform-packed-1m-h200.json" \
         > "$out/gpu-packed-1m-h200.log" 2>&1
+    step two_cores python -m gpu_stage.bench_transform --records 300000 --batch-size 10000 --backends gpu,cpu \
+        --input packed --serial --out "$out/transform-packed-10k-h200.json" > "$out/gpu-packed-10k-h200.log" 2>&1
+    step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu \
+        --input pinned --profile "$out/lane-profile-h200.txt" > "$out/gpu-packed-profile-h200.log" 2>&1
+fi
+if [ "$what" = packed-peers ] || [ "$what" = all ]; then
     step python -m bench --records 300000 --backends gpu,cpu --input packed --batch-size 100000 \
         --sweep 10000,100000 --sweep-min-records 1000000 --out "$out/bench-packed-h200.json" \
         > "$out/gpu-peers-packed-h200.log" 2>&1

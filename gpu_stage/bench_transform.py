@@ -12,11 +12,15 @@ stream, so a backend that overlaps batches (the device lane) is timed over the w
 with the values in buffers of their own (``-packed``: the lane copies them into page-locked memory)
 and once packed into the backend's input buffers (``-packed-pinned``: read where they are);
 ``--serial`` adds the pinned run with nothing overlapped (``-packed-serial``), the overlap's baseline.
+``--profile FILE`` writes where the main thread spends the timed calls (cProfile, by own time);
+profiling slows the calls, so its rates are not figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
 import functools
 import hashlib
 import io
@@ -24,6 +28,7 @@ import json
 import logging
 import os
 import platform
+import pstats
 import socket
 import sys
 import time
@@ -101,39 +106,58 @@ def _reset_counters(backend: Any) -> None:
         reset()
 
 
-def time_batches(backend: Backend, batches: list[RawBatch], keep: bool = False) -> Timed:
+def _profiled(profiler: cProfile.Profile | None) -> contextlib.AbstractContextManager[Any]:
+    """``profiler`` enabled for the block (nothing without one)."""
+    return profiler if profiler is not None else contextlib.nullcontext()
+
+
+def time_batches(
+    backend: Backend, batches: list[RawBatch], keep: bool = False, profiler: cProfile.Profile | None = None
+) -> Timed:
     """Parse every batch once (after one untimed warm-up call), timing each ``parse`` call alone.
 
     Shared by this module and ``python -m bench`` so both time the transform the same way; ``keep``
-    holds on to the results for callers that check values afterwards.
+    holds on to the results for callers that check values afterwards; ``profiler`` profiles the
+    timed calls.
     """
     backend.parse(batches[0])  # warm-up: first-call costs are not throughput
     _reset_counters(backend)
     out = Timed()
     for raw in batches:
         start = time.perf_counter()
-        result = backend.parse(raw)
+        with _profiled(profiler):
+            result = backend.parse(raw)
         out.add(result, time.perf_counter() - start, keep)
     return out
 
 
-def time_stream(backend: StreamBackend, batches: list[PackedBatch], overlap: bool = True, keep: bool = False) -> Timed:
+def time_stream(
+    backend: StreamBackend,
+    batches: list[PackedBatch],
+    overlap: bool = True,
+    keep: bool = False,
+    profiler: cProfile.Profile | None = None,
+) -> Timed:
     """Parse packed batches as one stream (after an untimed warm-up stream of the first two).
 
     A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
-    time between consecutive results (the first counted from the start of the stream). ``keep`` as
-    for :func:`time_batches`.
+    time between consecutive results (the first counted from the start of the stream). ``keep`` and
+    ``profiler`` as for :func:`time_batches`.
     """
     for _ in backend.parse_stream(batches[:2], overlap=overlap):
         pass
     _reset_counters(backend)
     out = Timed()
+    results = iter(backend.parse_stream(batches, overlap=overlap))
     last = time.perf_counter()
-    for result in backend.parse_stream(batches, overlap=overlap):
+    while True:
+        with _profiled(profiler):
+            result = next(results, None)
+        if result is None:
+            return out
         seconds = time.perf_counter() - last
         out.add(result, seconds, keep)
         last = time.perf_counter()  # the checksum is not the backend's time
-    return out
 
 
 def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
@@ -155,7 +179,14 @@ def _corpus(records: int, batch_size: int, seed: int) -> tuple[list[bytes], list
     return values, [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
 
 
-def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str = "") -> dict[str, Any]:
+def run(
+    records: int,
+    backend: Backend,
+    batch_size: int,
+    seed: int,
+    packed: str = "",
+    profiler: cProfile.Profile | None = None,
+) -> dict[str, Any]:
     """Time parse → Avro over ``records`` bodies in batches of ``batch_size``.
 
     ``packed`` is ``""`` (batches of Python objects, one ``parse`` call each), ``"stream"`` (packed
@@ -169,9 +200,10 @@ def run(records: int, backend: Backend, batch_size: int, seed: int, packed: str 
             msg = f"backend {backend.name} does not take packed batches"
             raise ConfigError(msg)
         allocate = None if packed == "stream" else backend.input_buffer
-        timed = time_stream(backend, [PackedBatch.of(b, allocate) for b in batches], overlap=packed != "serial")
+        streamed = [PackedBatch.of(b, allocate) for b in batches]
+        timed = time_stream(backend, streamed, overlap=packed != "serial", profiler=profiler)
     else:
-        timed = time_batches(backend, batches)
+        timed = time_batches(backend, batches, profiler=profiler)
     good, bad, elapsed = timed.good, timed.bad, sum(timed.seconds)
     input_bytes = sum(map(len, values))
     return {
@@ -232,6 +264,15 @@ def encoder_baseline(records: int, batch_size: int, seed: int) -> dict[str, Any]
     }
 
 
+def _write_profile(profiler: cProfile.Profile, path: Path) -> None:
+    """The profile's top functions by own time, then by cumulative time, as text."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as out:
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("tottime").print_stats(40)
+        stats.sort_stats("cumulative").print_stats(40)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point: every backend named, on the same bodies, with ratios to the last one."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -246,28 +287,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", action="store_true", help="also time fastavro per-row encoding")
     parser.add_argument(
         "--input",
-        choices=("objects", "packed", "both"),
+        choices=("objects", "packed", "pinned", "both"),
         default="objects",
         help="batches of Python objects (one parse call each), packed batches (contiguous buffers, "
-        "as a fetch delivers them) streamed through the backends that take them, or both",
+        "as a fetch delivers them) streamed through the backends that take them, only the run packed "
+        "into the backends' input buffers, or both",
     )
     parser.add_argument("--gpu-pool-bytes", type=int, default=None, help="GPU memory pool cap (default: the worker's)")
     parser.add_argument(
         "--serial", action="store_true", help="with --input packed, also run each backend with nothing overlapped"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="write the main thread's profile of the timed calls here"
+    )
     args = parser.parse_args(argv)
+    profiler = cProfile.Profile() if args.profile else None
     tune_process()  # as the worker does
     names = [n for n in args.backends.split(",") if n]
     packed_modes = ["stream", "pinned", "serial"] if args.serial else ["stream", "pinned"]
-    modes = {"objects": [""], "packed": packed_modes, "both": ["", *packed_modes]}[args.input]
+    modes = {"objects": [""], "packed": packed_modes, "pinned": ["pinned"], "both": ["", *packed_modes]}[args.input]
     runs = []
     for name in names:
         backend = make_backend(name, args.gpu_pool_bytes)
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream
-            one = run(args.records, backend, args.batch_size, args.seed, mode)
+            one = run(args.records, backend, args.batch_size, args.seed, mode, profiler)
             one["backend"] += _SUFFIX[mode]
             runs.append(one)
     for one in runs:
@@ -292,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_matrix": matrix,
         "same_output": True,
     }
+    if profiler is not None:
+        _write_profile(profiler, args.profile)
     if args.baseline:
         result["encoder_baseline"] = encoder_baseline(args.records, args.batch_size, args.seed)
     if args.out is not None:
