@@ -173,9 +173,9 @@ def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _corpus(records: int, batch_size: int, seed: int) -> tuple[list[bytes], list[RawBatch]]:
+def _corpus(records: int, batch_size: int, seed: int, body_bytes: int) -> tuple[list[bytes], list[RawBatch]]:
     """The bodies and their batches, made once for every backend and input of one invocation."""
-    values = bodies(records, SynthConfig(seed=seed))
+    values = bodies(records, SynthConfig(seed=seed, target_bytes=body_bytes))
     return values, [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
 
 
@@ -186,6 +186,7 @@ def run(
     seed: int,
     packed: str = "",
     profiler: cProfile.Profile | None = None,
+    body_bytes: int = SynthConfig.target_bytes,
 ) -> dict[str, Any]:
     """Time parse → Avro over ``records`` bodies in batches of ``batch_size``.
 
@@ -194,7 +195,7 @@ def run(
     into the backend's own input buffers, as a fetch into them would leave them) or ``"serial"``
     (pinned, nothing overlapped).
     """
-    values, batches = _corpus(records, batch_size, seed)
+    values, batches = _corpus(records, batch_size, seed, body_bytes)
     if packed:
         if not isinstance(backend, StreamBackend):
             msg = f"backend {backend.name} does not take packed batches"
@@ -284,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=SynthConfig.seed)
+    parser.add_argument(
+        "--body-bytes", type=int, default=SynthConfig.target_bytes, help="approximate size of each generated body"
+    )
     parser.add_argument("--baseline", action="store_true", help="also time fastavro per-row encoding")
     parser.add_argument(
         "--input",
@@ -313,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream
-            one = run(args.records, backend, args.batch_size, args.seed, mode, profiler)
+            one = run(args.records, backend, args.batch_size, args.seed, mode, profiler, args.body_bytes)
             one["backend"] += _SUFFIX[mode]
             runs.append(one)
     for one in runs:
