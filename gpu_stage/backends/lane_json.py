@@ -37,59 +37,9 @@ POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 MAX_EXACT = 9007199254740992  # 2**53
 
 
-# Runs of plain bytes are read WIDE at a time: a device thread waits for each load it depends on, so
-# a byte at a time costs a load's latency per byte, while WIDE independent loads overlap (a long
-# answer's text is most of its body, and the longest body of a batch bounds the batch's passes).
-WIDE = 8
-
-
-@jit
-def is_ws(c):
-    """Whether byte ``c`` is JSON whitespace."""
-    return (c == 32) | (c == 9) | (c == 10) | (c == 13)
-
-
-@jit
-def is_plain(c):
-    """Whether byte ``c`` stands for itself inside a JSON string (printable ASCII but quote and backslash)."""
-    return (c >= 0x20) & (c < 0x80) & (c != QUOTE) & (c != BSLASH)
-
-
-@jit
-def wide_ws(b, p):
-    """Whether the WIDE bytes at ``p`` are all whitespace (the caller checks they exist)."""
-    c0, c1, c2, c3 = b[p], b[p + 1], b[p + 2], b[p + 3]
-    c4, c5, c6, c7 = b[p + 4], b[p + 5], b[p + 6], b[p + 7]
-    return is_ws(c0) & is_ws(c1) & is_ws(c2) & is_ws(c3) & is_ws(c4) & is_ws(c5) & is_ws(c6) & is_ws(c7)
-
-
-@jit
-def wide_plain(b, p):
-    """Whether the WIDE bytes at ``p`` are all plain string bytes (the caller checks they exist)."""
-    c0, c1, c2, c3 = b[p], b[p + 1], b[p + 2], b[p + 3]
-    c4, c5, c6, c7 = b[p + 4], b[p + 5], b[p + 6], b[p + 7]
-    return (
-        is_plain(c0) & is_plain(c1) & is_plain(c2) & is_plain(c3)
-        & is_plain(c4) & is_plain(c5) & is_plain(c6) & is_plain(c7)
-    )  # fmt: skip
-
-
-@jit
-def wide_unescaped(b, p):
-    """Whether none of the WIDE bytes at ``p`` is a backslash (the caller checks they exist)."""
-    c0, c1, c2, c3 = b[p], b[p + 1], b[p + 2], b[p + 3]
-    c4, c5, c6, c7 = b[p + 4], b[p + 5], b[p + 6], b[p + 7]
-    return (
-        (c0 != BSLASH) & (c1 != BSLASH) & (c2 != BSLASH) & (c3 != BSLASH)
-        & (c4 != BSLASH) & (c5 != BSLASH) & (c6 != BSLASH) & (c7 != BSLASH)
-    )  # fmt: skip
-
-
 @jit
 def skip_ws(b, p, e):
     """First position at or after ``p`` that is not JSON whitespace."""
-    while p + WIDE <= e and wide_ws(b, p):
-        p += WIDE
     while p < e:
         c = b[p]
         if c == 32 or c == 9 or c == 10 or c == 13:
@@ -102,8 +52,6 @@ def skip_ws(b, p, e):
 @jit
 def trim_end(b, s, e):
     """End of ``b[s:e]`` without trailing JSON whitespace."""
-    while e - WIDE >= s and wide_ws(b, e - WIDE):
-        e -= WIDE
     while e > s:
         c = b[e - 1]
         if c == 32 or c == 9 or c == 10 or c == 13:
@@ -170,12 +118,6 @@ def scan_string(b, p, e, allow_escapes):
     p += 1
     n = 0
     while p < e:
-        start = p
-        while p + WIDE <= e and wide_plain(b, p):
-            p += WIDE
-        n += p - start
-        if p >= e:
-            break
         c = b[p]
         if c == QUOTE:
             return p + 1, n
@@ -200,20 +142,8 @@ def scan_string(b, p, e, allow_escapes):
 
 @jit
 def copy_string(b, s, e, out, q):
-    """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) into ``out[q:]``; new ``q``.
-
-    ``out`` may be ``b`` itself with ``q <= s`` (content decoded in place): each byte is read
-    before any write can reach it.
-    """
+    """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) into ``out[q:]``; new ``q``."""
     while s < e:
-        if s + WIDE <= e and wide_unescaped(b, s):
-            c0, c1, c2, c3 = b[s], b[s + 1], b[s + 2], b[s + 3]
-            c4, c5, c6, c7 = b[s + 4], b[s + 5], b[s + 6], b[s + 7]
-            out[q], out[q + 1], out[q + 2], out[q + 3] = c0, c1, c2, c3
-            out[q + 4], out[q + 5], out[q + 6], out[q + 7] = c4, c5, c6, c7
-            s += WIDE
-            q += WIDE
-            continue
         c = b[s]
         if c == BSLASH:
             out[q] = unescape(b[s + 1])

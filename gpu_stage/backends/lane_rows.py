@@ -37,7 +37,6 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs this file af
         QUOTE,
         RBRACE,
         RBRACK,
-        WIDE,
         copy_string,
         is_null,
         literal,
@@ -50,7 +49,6 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs this file af
         skip_ws,
         trim_end,
         unescape,
-        wide_unescaped,
     )
     from gpu_stage.backends.lane_record import (
         ATTR_COUNT,
@@ -789,14 +787,6 @@ def put_text(src, s, length, escaped, out, q, write):
         k = s
         end = q + length
         while q < end:
-            if q + WIDE <= end and wide_unescaped(src, k):  # WIDE decoded bytes left: as many source bytes
-                c0, c1, c2, c3 = src[k], src[k + 1], src[k + 2], src[k + 3]
-                c4, c5, c6, c7 = src[k + 4], src[k + 5], src[k + 6], src[k + 7]
-                out[q], out[q + 1], out[q + 2], out[q + 3] = c0, c1, c2, c3
-                out[q + 4], out[q + 5], out[q + 6], out[q + 7] = c4, c5, c6, c7
-                k += WIDE
-                q += WIDE
-                continue
             c = src[k]
             if c == BSLASH:
                 c = unescape(src[k + 1])

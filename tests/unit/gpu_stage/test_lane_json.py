@@ -1,7 +1,7 @@
 """The device lane's string and whitespace scanners, run as plain Python, against ``json`` itself.
 
-They read runs of plain bytes ``WIDE`` at a time, so the cases put quotes, escapes, multi-byte
-characters and control bytes at every offset of a window, and whitespace runs of every length.
+The cases put quotes, escapes, multi-byte characters and control bytes at every position of short
+strings, invalid bytes at every offset, and whitespace runs of every length.
 """
 
 from __future__ import annotations
