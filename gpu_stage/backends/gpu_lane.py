@@ -99,6 +99,18 @@ class CudaExecutor(Executor):
             self._views = dict(list(self._views.items())[-_MAX_VIEWS // 2 :])
         return view
 
+    def _drop(self, names: list[str]) -> None:
+        """Free the device buffers kept under ``names`` (and their views).
+
+        Only for a slot's own buffers as its next batch starts: its earlier batch has finished, so
+        nothing queued still reads them.
+        """
+        if any(name in self._arrays for name in names):
+            for name in names:
+                self._arrays.pop(name, None)
+            gone = set(names)
+            self._views = {key: view for key, view in self._views.items() if key[0] not in gone}
+
     def _pinned(self, name: str, host: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``host`` copied into the page-locked buffer kept under ``name`` (so its copy is async)."""
         view = self._host(name, len(host), host.dtype)[: len(host)]
@@ -122,12 +134,14 @@ class CudaExecutor(Executor):
         if layout is None or li.block is None:
             return None
         span, columns = layout
+        self._drop([k + name for name in columns])  # a slot holds one way's buffers, never both
         device = self._device(k + "block", span, np.uint8)
         device.copy_to_device(li.block[:span], stream=stream)
         return {name: device[at : at + column.nbytes].view(column.dtype) for name, (at, column) in columns.items()}
 
     def _put_each(self, k: str, li: LaneInput, stream: Any) -> dict[str, Any]:
         """The values and each column in a copy of its own (staged first unless page-locked)."""
+        self._drop([k + "block"])
         cols = {"values": self._put(k + "values", li.values, stream, pinned=True)}
         for name, col in li.columns().items():
             cols[name] = self._put(k + name, col, stream, pinned=name in li.pinned)
