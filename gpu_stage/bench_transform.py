@@ -138,13 +138,15 @@ def time_stream(
     keep: bool = False,
     profiler: cProfile.Profile | None = None,
 ) -> Timed:
-    """Parse packed batches as one stream (after an untimed warm-up stream of the first two).
+    """Parse packed batches as one stream (after an untimed warm-up stream of the first three).
 
     A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
     time between consecutive results (the first counted from the start of the stream). ``keep`` and
-    ``profiler`` as for :func:`time_batches`.
+    ``profiler`` as for :func:`time_batches`. The warm-up is three batches because a stream of two
+    in flight, its caller holding the last result, holds three output buffers: the pool has them
+    all before the timed stream, as it would after the first batches of a long one.
     """
-    for _ in backend.parse_stream(batches[:2], overlap=overlap):
+    for _ in backend.parse_stream(batches[:3], overlap=overlap):
         pass
     _reset_counters(backend)
     out = Timed()
