@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|packed-peers|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|bodies|packed-peers|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|packed-peers|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|bodies|packed-peers|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -45,6 +45,14 @@ if [ "$what" = packed ] || [ "$what" = all ]; then
         --input packed --serial --out "$out/transform-packed-10k-h200.json" > "$out/gpu-packed-10k-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu \
         --input pinned --profile "$out/lane-profile-h200.txt" > "$out/gpu-packed-profile-h200.log" 2>&1
+fi
+if [ "$what" = bodies ]; then
+    # How a batch's time grows with its bodies' length (one thread walks one body), 10 k batches in place.
+    for bytes in 1024 4096 16384; do
+        records=$(( 160000 * 1024 / bytes > 40000 ? 160000 * 1024 / bytes : 40000 ))
+        step two_cores python -m gpu_stage.bench_transform --records "$records" --batch-size 10000 --body-bytes "$bytes" \
+            --backends gpu --input pinned --out "$out/long-bodies-$bytes-h200.json" >> "$out/long-bodies-h200.log" 2>&1
+    done
 fi
 if [ "$what" = packed-peers ] || [ "$what" = all ]; then
     step python -m bench --records 300000 --backends gpu,cpu --input packed --batch-size 100000 \
