@@ -142,7 +142,7 @@ class ParseResult:
     """What a backend returns for one batch: every input position is in exactly one of the two."""
 
     encoded: EncodedRows
-    bad: list[BadRecord]
+    bad: Sequence[BadRecord]  # a list, or a packed batch's DeadLetters (made when read)
 
     def __len__(self) -> int:
         """Number of input records accounted for (good plus bad)."""

@@ -4,7 +4,8 @@ The values lie back to back in one buffer with their ends, the keys likewise (wi
 each), and each record's headers are encoded back to back (per header: name length ``u32`` LE, the
 name, value length ``i32`` LE with -1 for a null value, the value). The native core and the device
 lane read a record as slices of these buffers; Python objects for a record are made only where one
-is needed: a dead letter's raw bytes and headers, or a key to produce with.
+is needed: a dead letter's raw bytes and headers when it is read (:class:`DeadLetters`), or a key to
+produce with.
 
 :class:`PackedBatch` reads like a :class:`~gpu_stage.batch.RawBatch` (``values[i]``, ``keys[i]``,
 ``headers[i]``, ``partitions[i]`` …), each item made on access, so code that looks at a few records
@@ -23,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.batch import RawBatch
+from llmpipe.dlq import BadRecord, Reason
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -238,3 +240,42 @@ class PackedBatch:
             offsets=self.offsets,
             timestamps_ms=self.timestamps_ms,
         )
+
+
+class DeadLetters(_Lazy[BadRecord]):
+    """A packed batch's dead letters, each made into a :class:`BadRecord` when read.
+
+    A record's raw bytes, key and headers are copied out of the batch then. The transform finds them
+    without a Python object per record; the DLQ producer reads them, and a caller that only counts
+    them makes none. Holding them holds the batch's buffers.
+    """
+
+    def __init__(self, batch: PackedBatch, stage: str, found: Sequence[tuple[int, str, str]]) -> None:
+        """``found``: each dead letter's batch position, reason code and error text, in batch order."""
+        super().__init__(len(found))
+        self._batch, self._stage, self._found = batch, stage, found
+        self._made: list[BadRecord] | None = None
+
+    def _item(self, i: int) -> BadRecord:
+        return self._records()[i]
+
+    def _records(self) -> list[BadRecord]:
+        """Every record, made on the first read (in one native pass over the batch)."""
+        if self._made is None:
+            import llmpipe_native
+
+            b, stage = self._batch, self._stage
+            positions = np.fromiter((found[0] for found in self._found), dtype=np.int64, count=len(self._found))
+            records = llmpipe_native.records_at(b.columns(), positions)
+            found = zip(self._found, records, strict=True)
+            self._made = [
+                BadRecord(value, stage, Reason(reason), text, key, b.topic, partition, offset, tuple(headers))  # type: ignore[arg-type]
+                for (_, reason, text), (value, key, headers, partition, offset) in found
+            ]
+        return self._made
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same records (a list of them, as ``parse`` gives)."""
+        return isinstance(other, Sequence) and len(self) == len(other) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by content, like a list

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
@@ -315,7 +315,7 @@ class Worker:
             self._recover("timeout", exc, recreate=True)
         return None
 
-    def _check_bad(self, bad: list[BadRecord], n: int) -> None:
+    def _check_bad(self, bad: Sequence[BadRecord], n: int) -> None:
         s = self.settings
         if bad and s.on_bad == "fail":
             first = bad[0]

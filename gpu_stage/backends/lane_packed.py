@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,7 +100,7 @@ class _Job:
     sizes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     out: U8 | None = None
     rest: tuple[bytes, I64, I64] | None = None
-    bad: list[BadRecord] = field(default_factory=list)
+    bad: Sequence[BadRecord] = field(default_factory=list)
     taken: int = 0
 
 
@@ -197,13 +197,13 @@ class PackedLane:
                 job.sizes = self.executor.sizes(job.handle)
         return job
 
-    def _rest_rows(self, job: _Job) -> tuple[I64, tuple[bytes, I64, I64, list[BadRecord]]]:
+    def _rest_rows(self, job: _Job) -> tuple[I64, tuple[bytes, I64, I64, Sequence[BadRecord]]]:
         """The rows the lane did not take, and the native core's result for them."""
         slow = np.flatnonzero(job.sizes < 0)
         with self.clock.stage("lane_rest_native"):
             return slow, self.native.run_packed(job.batch, slow)
 
-    def _middle(self, job: _Job, rest: tuple[I64, tuple[bytes, I64, I64, list[BadRecord]]]) -> None:
+    def _middle(self, job: _Job, rest: tuple[I64, tuple[bytes, I64, I64, Sequence[BadRecord]]]) -> None:
         """Every good row's offset in batch order; queue pass 2 for the lane's rows."""
         n = len(job.batch)
         if n == 0:

@@ -18,12 +18,11 @@ import numpy.typing as npt
 
 from gpu_stage.backends.base import TransformSettings, dead_letter
 from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
-from gpu_stage.packed import I64, PackedBatch, Picked
+from gpu_stage.packed import I64, DeadLetters, PackedBatch, Picked
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
-_REASONS = {reason.value: reason for reason in Reason}
 
 
 def native_unusable_reason() -> str | None:
@@ -87,20 +86,16 @@ class NativeBackend:
         dead = [self._dead_letter(batch, i, reason, text) for i, reason, text in bad]
         return ParseResult(EncodedRows(buf, offsets, rows, keys), dead)
 
-    def run_packed(self, batch: PackedBatch, positions: I64 | None = None) -> tuple[bytes, I64, I64, list[BadRecord]]:
+    def run_packed(self, batch: PackedBatch, positions: I64 | None = None) -> tuple[bytes, I64, I64, DeadLetters]:
         """The records at ``positions`` (increasing; None: all) of a packed batch, read in place.
 
         Returns ``(buf, ends, rows, bad)``: the encoded rows back to back, each one's end in ``buf``,
-        its batch position, and the dead letters (whose raw bytes and headers are made here, the only
-        per-record Python objects of the call).
+        its batch position, and the dead letters (position, reason and text each; their records are
+        made when read, so the call makes no Python object per record).
         """
         picks = None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
         buf, ends, rows, bad = self._core.run_packed(batch.columns(), picks, self.threads)
-        stage, topic = self.settings.stage, batch.topic
-        dead = [
-            BadRecord(value, stage, _REASONS[reason], text, key, topic, partition, offset, tuple(headers))  # type: ignore[arg-type]
-            for _, reason, text, value, key, headers, partition, offset in bad
-        ]
+        dead = DeadLetters(batch, self.settings.stage, bad)
         return buf, np.frombuffer(ends, dtype=np.int64), np.frombuffer(rows, dtype=np.int64), dead
 
     def parse_packed(self, batch: PackedBatch) -> ParseResult:

@@ -317,9 +317,8 @@ impl PyTransform {
     }
 
     /// Transform the records at `positions` (int64, increasing; None: every record) of a packed
-    /// batch (`columns`: see `PackedBuffers`). Returns what `run` returns, with batch positions,
-    /// except that each dead letter is `(position, reason, text, value, key, headers, partition,
-    /// offset)`: what its dead-letter record needs.
+    /// batch (`columns`: see `PackedBuffers`). Returns what `run` returns, with batch positions:
+    /// each dead letter is `(position, reason, text)`, its record read from the batch by the caller.
     /// Runs without the GIL; the caller leaves the buffers alone meanwhile.
     #[pyo3(signature = (columns, positions=None, threads=1))]
     fn run_packed<'py>(
@@ -353,19 +352,11 @@ impl PyTransform {
             }
             out
         });
-        // A dead letter carries its record back: value, key and headers are made here, in one pass.
+        // A dead letter is its position, reason and text: its record's bytes stay in the batch
+        // until the dead-letter record is made (Python objects, under the GIL, only when read).
         let bad = PyList::empty(py);
         for (i, reason, text) in std::mem::take(&mut out.bad) {
-            let p = picks[i] as usize;
-            let (s, e) = (if p == 0 { 0 } else { packed.header_ends[p - 1] as usize }, packed.header_ends[p] as usize);
-            let headers = PyList::empty(py);
-            for (name, value) in crate::packed::headers(&packed.headers[s..e]).map_err(PyValueError::new_err)? {
-                let name = std::str::from_utf8(name).map_err(|_| PyValueError::new_err("a header name is not UTF-8"))?;
-                headers.append((name, value.map(|v| PyBytes::new(py, v))))?;
-            }
-            let value = PyBytes::new(py, packed.value(p));
-            let key = packed.key(p).map(|k| PyBytes::new(py, k));
-            bad.append((p, reason, text, value, key, headers, packed.partitions[p], packed.offsets[p]))?;
+            bad.append((picks[i], reason, text))?;
         }
         Ok(self.result(py, out, bad))
     }
@@ -421,6 +412,35 @@ fn headers_at<'py>(py: Python<'py>, buf: PyBuffer<u8>, ends: PyBuffer<i64>, i: u
     Ok(list)
 }
 
+/// The records at `positions` of a packed batch (`columns`: see `PackedBuffers`), each as `(value,
+/// key, headers, partition, offset)`, made in one pass: the dead letters of a batch, once read.
+#[pyfunction]
+fn records_at<'py>(
+    py: Python<'py>,
+    columns: &Bound<'py, PyTuple>,
+    positions: PyBuffer<i64>,
+) -> PyResult<Bound<'py, PyList>> {
+    let held = PackedBuffers::of(columns)?;
+    let packed = held.packed()?;
+    let out = PyList::empty(py);
+    for &at in view(&positions, "positions")? {
+        let p = usize::try_from(at)
+            .ok()
+            .filter(|&p| p < packed.len())
+            .ok_or_else(|| PyValueError::new_err("a position lies outside the batch"))?;
+        let (s, e) = (if p == 0 { 0 } else { packed.header_ends[p - 1] as usize }, packed.header_ends[p] as usize);
+        let headers = PyList::empty(py);
+        for (name, value) in crate::packed::headers(&packed.headers[s..e]).map_err(PyValueError::new_err)? {
+            let name = std::str::from_utf8(name).map_err(|_| PyValueError::new_err("a header name is not UTF-8"))?;
+            headers.append((name, value.map(|v| PyBytes::new(py, v))))?;
+        }
+        let value = PyBytes::new(py, packed.value(p));
+        let key = packed.key(p).map(|k| PyBytes::new(py, k));
+        out.append((value, key, headers, packed.partitions[p], packed.offsets[p]))?;
+    }
+    Ok(out)
+}
+
 #[pymodule]
 fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransform>()?;
@@ -428,5 +448,6 @@ fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(copy_into, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_function(wrap_pyfunction!(headers_at, m)?)?;
+    m.add_function(wrap_pyfunction!(records_at, m)?)?;
     Ok(())
 }

@@ -66,6 +66,29 @@ def test_packing_keeps_every_record_as_it_was() -> None:
         packed.values[3]
 
 
+def test_dead_letters_of_a_packed_batch_are_made_when_read() -> None:
+    """The core returns position, reason and text; each record's bytes, key and headers come from the batch."""
+    raw = _odd_batch()
+    packed = PackedBatch.of(raw)
+    _, _, rows, dead = NATIVE["default"].run_packed(packed)
+    assert rows.tolist() == [] and len(dead) == 3
+    assert [found[0] for found in dead._found] == [0, 1, 2]  # positions only, no record objects yet
+    made = list(dead)
+    assert [d.raw for d in made] == list(raw.values) and [d.key for d in made] == list(raw.keys)
+    assert [(d.topic, d.partition, d.offset) for d in made] == [("t", 0, 5), ("t", 1, 6), ("t", 2, 7)]
+    assert made[2].source_headers == (("attributes", None), ("h\u00e9", b"\x00\x01"))
+    assert [d.reason.value for d in made] == ["missing_field", "invalid_json", "invalid_utf8"]
+    want = NATIVE["default"].parse(raw).bad
+    assert dead == want and want == dead and dead[1:] == want[1:] and dead[-1] == want[-1]
+    assert dead != want[:2] and dead != "abc"
+    _, _, _, picked = NATIVE["default"].run_packed(packed, np.array([2], dtype=np.int64))
+    assert picked == [want[2]]
+    import llmpipe_native
+
+    with pytest.raises(ValueError, match="outside the batch"):
+        llmpipe_native.records_at(packed.columns(), np.array([3], dtype=np.int64))
+
+
 def test_an_empty_batch() -> None:
     packed = PackedBatch.of(RawBatch.of_values([]))
     assert len(packed) == 0 and packed.value_bytes == 0
