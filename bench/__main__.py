@@ -46,6 +46,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--peers", default="orjson,msgspec", help="Python peers, each on one core and on all cores")
     p.add_argument("--workers", type=int, default=usable_cores(), help="processes for the all-core peers")
     p.add_argument("--batch-size", type=int, default=100_000, help="batch size of the backends' main run")
+    p.add_argument("--native-threads", type=int, default=0,
+                   help="threads of the device lane's native core (0: every usable core), to hold gpu_stage to "
+                   "a few cores while the all-core peers use them all")
     p.add_argument("--input", choices=("objects", "packed", "both"), default="objects",
                    help="batches of Python objects, packed batches streamed through the backends (-packed), or both")
     p.add_argument("--sweep", type=_ints, default=[], help="batch sizes to sweep, e.g. 1000,10000,100000,1000000")
@@ -122,7 +125,7 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
     """Main run (with the value checksum) and the sweep, per usable backend."""
     from gpu_stage.backends.base import TransformSettings
 
-    settings = TransformSettings()
+    settings = TransformSettings(native_threads=args.native_threads or None)
     main_runs: list[dict[str, Any]] = []
     sweep: list[dict[str, Any]] = []
     for name in [n for n in args.backends.split(",") if n]:

@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|bodies|packed-peers|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|bodies|packed-peers|peers-1k|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|bodies|packed-peers|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|bodies|packed-peers|peers-1k|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -58,6 +58,12 @@ if [ "$what" = packed-peers ] || [ "$what" = all ]; then
     step python -m bench --records 300000 --backends gpu,cpu --input packed --batch-size 100000 \
         --sweep 10000,100000 --sweep-min-records 1000000 --out "$out/bench-packed-h200.json" \
         > "$out/gpu-peers-packed-h200.log" 2>&1
+fi
+if [ "$what" = peers-1k ]; then
+    # The transform target's comparison in one run: ~1 KB bodies only, gpu_stage held to one thread
+    # besides the one that feeds the device, the peers on every core.
+    step python -m bench --records 1000000 --sizes 1024:1 --backends gpu,cpu --input packed --batch-size 100000 \
+        --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies.
