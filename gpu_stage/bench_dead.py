@@ -10,7 +10,6 @@ letter (what the call cost when it made the records itself; the baseline). Best 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.native import NativeBackend
+from gpu_stage.bench_transform import write_result
 from gpu_stage.packed import PackedBatch
 from gpu_stage.runtime import tune_process
 from gpu_stage.synth import SynthConfig, batch, bodies
@@ -66,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['dead_letters']} dead letters of {result['records']} records: the call {result['call_ms']} ms, "
         f"with every record read {result['call_and_read_ms']} ms ({result['ratio']}x), best of {result['rounds']}\n"
     )
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_result(args.out, result)
     return 0
 
 

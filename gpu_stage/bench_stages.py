@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import os
 import platform
@@ -26,6 +25,7 @@ from typing import Any
 from gpu_stage.backends import select
 from gpu_stage.backends.base import Backend, TransformSettings
 from gpu_stage.batch import RawBatch
+from gpu_stage.bench_transform import write_result
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
@@ -168,9 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     host_path = {int(size) for size in args.host_path.split(",") if size}
     result = sweep(parse_sizes(args.sizes), args.backends.split(","), args.seed, host_path, args.profile_max)
     sys.stdout.write(table(result))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_result(args.out, result)
     return 0
 
 

@@ -267,6 +267,13 @@ def encoder_baseline(records: int, batch_size: int, seed: int) -> dict[str, Any]
     }
 
 
+def write_result(path: Path | None, result: dict[str, Any]) -> None:
+    """A benchmark's result as indented JSON at ``path`` (its folder made first); nothing without one."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
 def _write_profile(profiler: cProfile.Profile, path: Path) -> None:
     """The profile's top functions by own time, then by cumulative time, as text."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -348,9 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_profile(profiler, args.profile)
     if args.baseline:
         result["encoder_baseline"] = encoder_baseline(args.records, args.batch_size, args.seed)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    write_result(args.out, result)
     return 0
 
 
