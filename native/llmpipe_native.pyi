@@ -39,3 +39,12 @@ def headers_at(buf: Buffer, ends: Buffer, i: int) -> list[tuple[str, bytes | Non
 def records_at(
     columns: tuple[Buffer, ...], positions: Buffer
 ) -> list[tuple[bytes, bytes | None, list[tuple[str, bytes | None]], int, int]]: ...
+def lane_offsets(
+    sizes: Buffer,
+    rest_rows: Buffer,
+    rest_ends: Buffer,
+    rows: Buffer,
+    offsets: Buffer,
+    starts: Buffer,
+    rest_starts: Buffer,
+) -> int: ...

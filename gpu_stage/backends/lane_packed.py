@@ -210,15 +210,7 @@ class PackedLane:
             return
         slow, (rest_buf, rest_ends, rest_rows, job.bad) = rest
         with self.clock.stage("lane_offsets"):
-            full = job.sizes.copy()
-            full[rest_rows] = np.diff(rest_ends, prepend=0)
-            job.rows = np.flatnonzero(full >= 0)
-            job.offsets = np.zeros(len(job.rows) + 1, dtype=np.int64)
-            np.cumsum(full[job.rows], out=job.offsets[1:])
-            starts = np.full(n, -1, dtype=np.int64)
-            starts[job.rows] = job.offsets[:-1]
-            rest_starts = starts[rest_rows]
-            starts[slow] = -1  # pass 2 leaves the native core's rows to the host
+            job.rows, job.offsets, starts, rest_starts = _offsets(job.sizes, rest_rows, rest_ends)
         total = int(job.offsets[-1])
         with self.clock.stage("lane_take"):
             job.out = self.pool.take(total)
@@ -246,6 +238,21 @@ class PackedLane:
         buf = job.out.data[:total]  # a view that holds the pooled buffer (see HostPool)
         keys = Picked(job.batch.keys, job.rows)
         return ParseResult(EncodedRows(buf, job.offsets, job.rows, keys), job.bad)
+
+
+def _offsets(sizes: I64, rest_rows: I64, rest_ends: I64) -> tuple[I64, I64, I64, I64]:
+    """A batch's good rows, their offsets, each lane row's start (-1 for the others) and the native rows' starts.
+
+    ``sizes`` are pass 1's (-1 where the lane left the row); the native core's good rows are
+    ``rest_rows``, encoded back to back up to ``rest_ends``. One native pass, without the GIL.
+    """
+    import llmpipe_native
+
+    n = len(sizes)
+    rows, offsets = np.empty(n, dtype=np.int64), np.empty(n + 1, dtype=np.int64)
+    starts, rest_starts = np.empty(n, dtype=np.int64), np.empty(len(rest_rows), dtype=np.int64)
+    good = llmpipe_native.lane_offsets(sizes, rest_rows, rest_ends, rows, offsets, starts, rest_starts)
+    return rows[:good], offsets[: good + 1], starts, rest_starts
 
 
 def _lane_input(batch: PackedBatch, staging: U8 | None, holder: Callable[[U8], U8 | None]) -> LaneInput:

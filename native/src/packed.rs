@@ -248,9 +248,76 @@ pub fn place(dst: &mut [u8], src: &[u8], src_ends: &[i64], starts: &[i64]) -> Re
     Ok(())
 }
 
+/// Each row's place in a batch's output, in one pass: the device lane's rows (`sizes[r] >= 0`) and the
+/// native core's good rows (`rest_rows`, increasing, among those with `sizes[r] < 0`; their encodings
+/// end at `rest_ends`). Writes `rows` (the good rows in batch order), `offsets` (their starts, then
+/// the total), `starts` (each lane row's start, -1 elsewhere: pass 2 writes the lane's rows only) and
+/// `rest_starts`; returns how many good rows there are.
+pub fn lane_offsets(
+    sizes: &[i64],
+    rest_rows: &[i64],
+    rest_ends: &[i64],
+    rows: &mut [i64],
+    offsets: &mut [i64],
+    starts: &mut [i64],
+    rest_starts: &mut [i64],
+) -> Result<usize, String> {
+    let n = sizes.len();
+    if rows.len() < n || offsets.len() < n + 1 || starts.len() != n {
+        return Err("lane_offsets: rows, offsets or starts too short".into());
+    }
+    if rest_ends.len() != rest_rows.len() || rest_starts.len() != rest_rows.len() {
+        return Err("lane_offsets: rest_rows, rest_ends and rest_starts differ in length".into());
+    }
+    let (mut total, mut good, mut next, mut rest_end) = (0i64, 0usize, 0usize, 0i64);
+    offsets[0] = 0;
+    for (r, &size) in sizes.iter().enumerate() {
+        if next < rest_rows.len() && rest_rows[next] == r as i64 {
+            let end = rest_ends[next];
+            if size >= 0 || end < rest_end {
+                return Err("lane_offsets: a native row the lane took, or rest_ends decreasing".into());
+            }
+            rest_starts[next] = total;
+            total += end - rest_end;
+            rest_end = end;
+            next += 1;
+            starts[r] = -1;
+        } else if size >= 0 {
+            starts[r] = total;
+            total += size;
+        } else {
+            starts[r] = -1;
+            continue;
+        }
+        rows[good] = r as i64;
+        good += 1;
+        offsets[good] = total;
+    }
+    if next != rest_rows.len() {
+        return Err("lane_offsets: rest_rows not increasing, or outside the batch".into());
+    }
+    Ok(good)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lane_offsets_interleave_the_lanes_rows_with_the_native_cores() {
+        // rows 0 and 3 the lane's, 1 a dead letter, 2 and 4 the native core's (5 and 2 bytes)
+        let sizes = [10, -1, -1, 4, -1];
+        let (mut rows, mut offsets, mut starts, mut rest_starts) = ([0; 5], [0; 6], [0; 5], [0; 2]);
+        let good = lane_offsets(&sizes, &[2, 4], &[5, 7], &mut rows, &mut offsets, &mut starts, &mut rest_starts);
+        assert_eq!(good, Ok(4));
+        assert_eq!(rows[..4], [0, 2, 3, 4]);
+        assert_eq!(offsets[..5], [0, 10, 15, 19, 21]);
+        assert_eq!(starts, [0, -1, -1, 15, -1]);
+        assert_eq!(rest_starts, [10, 19]);
+        let taken = lane_offsets(&sizes, &[0], &[3], &mut rows, &mut offsets, &mut starts, &mut [0]);
+        assert!(taken.is_err());
+        assert!(lane_offsets(&sizes, &[7], &[3], &mut rows, &mut offsets, &mut starts, &mut [0]).is_err());
+    }
 
     fn header(name: &str, value: Option<&[u8]>) -> Vec<u8> {
         let mut out = Vec::new();

@@ -167,16 +167,16 @@ impl PackedBuffers {
 
 /// A writable contiguous byte buffer as a mutable slice.
 #[allow(clippy::mut_from_ref)] // the buffer's memory is Python's, not borrowed from `buf`
-fn view_mut<'b>(buf: &'b PyBuffer<u8>, what: &str) -> PyResult<&'b mut [u8]> {
+fn view_mut<'b, T: pyo3::buffer::Element>(buf: &'b PyBuffer<T>, what: &str) -> PyResult<&'b mut [T]> {
     if buf.readonly() || !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err(format!("{what} must be a writable contiguous byte buffer")));
+        return Err(PyValueError::new_err(format!("{what} must be a writable contiguous buffer")));
     }
-    if buf.len_bytes() == 0 {
+    if buf.item_count() == 0 {
         return Ok(&mut []);
     }
-    // SAFETY: writable and C-contiguous, `len_bytes` long, alive as long as `buf`; the caller does
-    // not touch it from Python while the call runs.
-    Ok(unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut u8, buf.len_bytes()) })
+    // SAFETY: writable and C-contiguous, `item_count` items of `T` (PyBuffer checked the format and
+    // alignment), alive as long as `buf`; the caller does not touch it from Python while the call runs.
+    Ok(unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut T, buf.item_count()) })
 }
 
 type LaneColumns<'py> = (
@@ -392,6 +392,27 @@ fn place(py: Python<'_>, dst: PyBuffer<u8>, src: PyBuffer<u8>, src_ends: PyBuffe
     py.detach(|| crate::packed::place(to, from, ends, at)).map_err(PyValueError::new_err)
 }
 
+/// Each good row's place in a batch's output (see `packed::lane_offsets`), without the GIL; returns
+/// how many good rows there are.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn lane_offsets(
+    py: Python<'_>,
+    sizes: PyBuffer<i64>,
+    rest_rows: PyBuffer<i64>,
+    rest_ends: PyBuffer<i64>,
+    rows: PyBuffer<i64>,
+    offsets: PyBuffer<i64>,
+    starts: PyBuffer<i64>,
+    rest_starts: PyBuffer<i64>,
+) -> PyResult<usize> {
+    let (sizes, rest_rows, rest_ends) = (view(&sizes, "sizes")?, view(&rest_rows, "rest_rows")?, view(&rest_ends, "rest_ends")?);
+    let (rows, offsets) = (view_mut(&rows, "rows")?, view_mut(&offsets, "offsets")?);
+    let (starts, rest_starts) = (view_mut(&starts, "starts")?, view_mut(&rest_starts, "rest_starts")?);
+    py.detach(|| crate::packed::lane_offsets(sizes, rest_rows, rest_ends, rows, offsets, starts, rest_starts))
+        .map_err(PyValueError::new_err)
+}
+
 /// Record `i`'s headers from a packed header buffer and its ends, as `(name, value)` pairs (a null
 /// value is None): a dead letter keeps its record's headers.
 #[pyfunction]
@@ -449,5 +470,6 @@ fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(place, m)?)?;
     m.add_function(wrap_pyfunction!(headers_at, m)?)?;
     m.add_function(wrap_pyfunction!(records_at, m)?)?;
+    m.add_function(wrap_pyfunction!(lane_offsets, m)?)?;
     Ok(())
 }
