@@ -92,7 +92,33 @@ def cap_memory(pool_bytes: int) -> None:
         msg = f"cannot create a GPU memory pool of {size} bytes: {exc}"
         raise ConfigError(msg) from exc
     rmm.mr.set_current_device_resource(resource)
+    if not _numba_in_pool():
+        log.warning("the device lane's buffers are outside the capped GPU pool: numba's CUDA context came first")
     log.info("gpu memory pool capped at %d bytes", size)
+
+
+def numba_from_pool() -> None:
+    """Make numba-cuda's device arrays (the device lane's buffers) come from RMM's current resource.
+
+    numba allocates with the CUDA driver unless told otherwise, so without this the lane's buffers
+    (4.55x a batch for two in flight) would sit outside the cap. It must come before numba makes its
+    CUDA context (a context keeps the allocator it was made with), hence first in the backend's start.
+    """
+    try:
+        cuda = importlib.import_module("numba.cuda")
+        cuda.set_memory_manager(importlib.import_module("rmm.allocators.numba").RMMNumbaManager)
+    except (ImportError, AttributeError, RuntimeError) as exc:
+        log.warning("the device lane's buffers are outside the capped GPU pool: %s", exc)
+
+
+def _numba_in_pool() -> bool:
+    """Whether numba's CUDA context allocates through RMM (made now if there is none yet)."""
+    try:
+        cuda = importlib.import_module("numba.cuda")
+        manager = importlib.import_module("rmm.allocators.numba").RMMNumbaManager
+        return isinstance(cuda.current_context().memory_manager, manager)
+    except (ImportError, AttributeError, RuntimeError):
+        return False
 
 
 @dataclass
@@ -167,6 +193,7 @@ class GpuBackend:
         ``lane="cudf"`` the cuDF reader path described in the module docstring. Where the lane cannot
         compile or fails its start-up check, the cuDF path runs and a warning says why.
         """
+        numba_from_pool()
         reason = unusable_reason()
         if reason is not None:
             msg = f"the GPU backend cannot run here: {reason}"
