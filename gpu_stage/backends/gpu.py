@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,9 @@ _POOL_STEP = 256
 
 
 def _cudf() -> Any:
-    """Import cuDF lazily, so this module imports on hosts without it."""
+    """Import cuDF lazily, so this module imports on hosts without it; numba is pointed at RMM first."""
+    if "cudf" not in sys.modules:
+        numba_from_pool()
     return importlib.import_module("cudf")
 
 
@@ -97,18 +100,26 @@ def cap_memory(pool_bytes: int) -> None:
     log.info("gpu memory pool capped at %d bytes", size)
 
 
-def numba_from_pool() -> None:
+def numba_from_pool() -> bool:
     """Make numba-cuda's device arrays (the device lane's buffers) come from RMM's current resource.
 
     numba allocates with the CUDA driver unless told otherwise, so without this the lane's buffers
     (4.55x a batch for two in flight) would sit outside the cap. It must come before numba makes its
-    CUDA context (a context keeps the allocator it was made with), hence first in the backend's start.
+    CUDA context (a context keeps the allocator it was made with), hence before cuDF is first
+    imported. False where RMM or numba-cuda is missing (no GPU stack here) or refuses the plugin.
     """
     try:
         cuda = importlib.import_module("numba.cuda")
-        cuda.set_memory_manager(importlib.import_module("rmm.allocators.numba").RMMNumbaManager)
-    except (ImportError, AttributeError, RuntimeError) as exc:
+        manager = importlib.import_module("rmm.allocators.numba").RMMNumbaManager
+    except ImportError as exc:
+        log.debug("numba not pointed at RMM: %s", exc)
+        return False
+    try:
+        cuda.set_memory_manager(manager)
+    except (AttributeError, RuntimeError) as exc:
         log.warning("the device lane's buffers are outside the capped GPU pool: %s", exc)
+        return False
+    return True
 
 
 def _numba_in_pool() -> bool:
@@ -193,7 +204,6 @@ class GpuBackend:
         ``lane="cudf"`` the cuDF reader path described in the module docstring. Where the lane cannot
         compile or fails its start-up check, the cuDF path runs and a warning says why.
         """
-        numba_from_pool()
         reason = unusable_reason()
         if reason is not None:
             msg = f"the GPU backend cannot run here: {reason}"
