@@ -107,10 +107,15 @@ impl<'a> Packed<'a> {
         Some(&self.keys[s..e])
     }
 
+    /// Record `i`'s headers, still in the packed encoding.
+    pub fn header_bytes(&self, i: usize) -> &'a [u8] {
+        let (s, e) = span(self.header_ends, i);
+        &self.headers[s..e]
+    }
+
     /// The last `latency.ms` and `attributes` values among record `i`'s headers (a null value is None).
     pub fn header_values(&self, i: usize) -> Result<HeaderValues<'a>, String> {
-        let (s, e) = span(self.header_ends, i);
-        let mut rest = &self.headers[s..e];
+        let mut rest = self.header_bytes(i);
         let mut found = (None, None);
         while !rest.is_empty() {
             let (name, value, tail) = one_header(rest).ok_or_else(|| format!("record {i}: malformed packed headers"))?;

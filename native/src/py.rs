@@ -425,6 +425,11 @@ fn headers_at<'py>(py: Python<'py>, buf: PyBuffer<u8>, ends: PyBuffer<i64>, i: u
         .zip(usize::try_from(end).ok())
         .and_then(|(s, e)| bytes.get(s..e))
         .ok_or_else(|| PyValueError::new_err("header ends outside the buffer"))?;
+    header_list(py, raw)
+}
+
+/// One record's packed headers as a list of `(name, value)` pairs (a null value is None).
+fn header_list<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for (name, value) in crate::packed::headers(raw).map_err(PyValueError::new_err)? {
         let name = std::str::from_utf8(name).map_err(|_| PyValueError::new_err("a header name is not UTF-8"))?;
@@ -449,12 +454,7 @@ fn records_at<'py>(
             .ok()
             .filter(|&p| p < packed.len())
             .ok_or_else(|| PyValueError::new_err("a position lies outside the batch"))?;
-        let (s, e) = (if p == 0 { 0 } else { packed.header_ends[p - 1] as usize }, packed.header_ends[p] as usize);
-        let headers = PyList::empty(py);
-        for (name, value) in crate::packed::headers(&packed.headers[s..e]).map_err(PyValueError::new_err)? {
-            let name = std::str::from_utf8(name).map_err(|_| PyValueError::new_err("a header name is not UTF-8"))?;
-            headers.append((name, value.map(|v| PyBytes::new(py, v))))?;
-        }
+        let headers = header_list(py, packed.header_bytes(p))?;
         let value = PyBytes::new(py, packed.value(p));
         let key = packed.key(p).map(|k| PyBytes::new(py, k));
         out.append((value, key, headers, packed.partitions[p], packed.offsets[p]))?;
