@@ -108,12 +108,10 @@ def numba_from_pool() -> bool:
     CUDA context (a context keeps the allocator it was made with), hence before cuDF is first
     imported. False where RMM or numba-cuda is missing (no GPU stack here) or refuses the plugin.
     """
-    try:
-        cuda = importlib.import_module("numba.cuda")
-        manager = importlib.import_module("rmm.allocators.numba").RMMNumbaManager
-    except ImportError as exc:
-        log.debug("numba not pointed at RMM: %s", exc)
+    found = _numba_and_rmm()
+    if found is None:
         return False
+    cuda, manager = found
     try:
         cuda.set_memory_manager(manager)
     except (AttributeError, RuntimeError) as exc:
@@ -124,12 +122,23 @@ def numba_from_pool() -> bool:
 
 def _numba_in_pool() -> bool:
     """Whether numba's CUDA context allocates through RMM (made now if there is none yet)."""
-    try:
-        cuda = importlib.import_module("numba.cuda")
-        manager = importlib.import_module("rmm.allocators.numba").RMMNumbaManager
-        return isinstance(cuda.current_context().memory_manager, manager)
-    except (ImportError, AttributeError, RuntimeError):
+    found = _numba_and_rmm()
+    if found is None:
         return False
+    cuda, manager = found
+    try:
+        return isinstance(cuda.current_context().memory_manager, manager)
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _numba_and_rmm() -> tuple[Any, Any] | None:
+    """``numba.cuda`` and RMM's numba plugin class; None where either is missing (no GPU stack here)."""
+    try:
+        return importlib.import_module("numba.cuda"), importlib.import_module("rmm.allocators.numba").RMMNumbaManager
+    except ImportError as exc:
+        log.debug("numba not pointed at RMM: %s", exc)
+        return None
 
 
 @dataclass
