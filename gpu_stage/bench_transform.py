@@ -53,10 +53,11 @@ log = logging.getLogger(__name__)
 _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-packed-serial"}
 
 
-def make_backend(name: str, pool_bytes: int | None = None) -> Backend:
+def make_backend(name: str, pool_bytes: int | None = None, write_piece_bytes: int | None = None) -> Backend:
     """The backend called ``name``: the GPU one with a memory pool of ``pool_bytes`` (default: the worker's).
 
     ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times.
+    ``write_piece_bytes`` sets the device lane's output piece (0: a batch's output in one piece).
     """
     from gpu_stage.backends.gpu import DEFAULT_POOL_BYTES
 
@@ -65,7 +66,11 @@ def make_backend(name: str, pool_bytes: int | None = None) -> Backend:
 
         return CpuLaneBackend(TransformSettings())
 
-    return select.by_name(name, TransformSettings(), pool_bytes or DEFAULT_POOL_BYTES)
+    backend = select.by_name(name, TransformSettings(), pool_bytes or DEFAULT_POOL_BYTES)
+    executor = getattr(getattr(backend, "lane", None), "executor", None)
+    if write_piece_bytes is not None and hasattr(executor, "write_piece_bytes"):
+        executor.write_piece_bytes = write_piece_bytes  # type: ignore[union-attr]
+    return backend
 
 
 def _slow_fraction(backend: Backend) -> float | None:
@@ -170,7 +175,8 @@ def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
     if lane is not None and hasattr(lane.executor, "device_bytes"):
         largest = max(sum(map(len, b.values)) for b in batches)
         held = lane.executor.device_bytes()
-        facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2)}
+        facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2),
+                  "write_piece_bytes": lane.executor.write_piece_bytes}
     return facts
 
 
@@ -308,6 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--gpu-pool-bytes", type=int, default=None, help="GPU memory pool cap (default: the worker's)")
     parser.add_argument(
+        "--write-piece-mib",
+        type=int,
+        default=None,
+        help="the device lane's output piece in MiB (0: each batch's output in one piece; default: the lane's)",
+    )
+    parser.add_argument(
         "--serial", action="store_true", help="with --input packed, also run each backend with nothing overlapped"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
@@ -322,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"objects": [""], "packed": packed_modes, "pinned": ["pinned"], "both": ["", *packed_modes]}[args.input]
     runs = []
     for name in names:
-        backend = make_backend(name, args.gpu_pool_bytes)
+        piece = None if args.write_piece_mib is None else args.write_piece_mib << 20
+        backend = make_backend(name, args.gpu_pool_bytes, piece)
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream

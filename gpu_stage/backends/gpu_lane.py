@@ -1,17 +1,18 @@
-"""The device lane on CUDA: device buffers kept between batches, two kernel launches per batch.
+"""The device lane on CUDA: device buffers kept between batches, pass 1 and pass 2 launched per batch.
 
 Per batch: the packed values, keys and headers, their ends and the record columns go to the device
-(one copy each, from page-locked memory); ``measure`` (one thread per body) writes each row's
-size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills one output buffer,
-which comes back in one copy. Each slot (a batch in flight) has its own CUDA stream and buffers, so
-one batch's copies and kernels can run while the host finishes another. Buffers grow to the largest
-batch seen and are reused, so a steady stream of batches allocates nothing. Importing this module
-needs numba-cuda (it ships with cuDF); nothing runs until
-:class:`CudaExecutor` is built.
+(one copy, from page-locked memory); ``measure`` (one thread per body) writes each row's size; the
+sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in pieces of a few
+MiB through one device buffer, each piece copied back into one host buffer. Each slot (a batch in
+flight) has its own CUDA stream and buffers, so one batch's copies and kernels can run while the
+host finishes another. Buffers grow to the largest batch seen and are reused, so a steady stream of
+batches allocates nothing. Importing this module needs numba-cuda (it ships with cuDF); nothing runs
+until :class:`CudaExecutor` is built.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,26 @@ log = logging.getLogger(__name__)
 
 THREADS = 128
 _MAX_VIEWS = 256
+WRITE_PIECE_BYTES = 16 << 20
+"""Pass 2's output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB), large
+enough that a piece's launch and copy calls (tens of microseconds on the feeding thread) stay rare."""
+
+
+def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
+    """The output ``[0, offsets[-1])`` cut at row boundaries (``offsets``, ascending) into pieces.
+
+    Each piece ends at the first boundary at or after the next multiple of ``piece_bytes`` past its
+    start, so it holds at most ``piece_bytes`` plus one row. No pieces for an empty output; one for
+    ``piece_bytes`` 0.
+    """
+    total = int(offsets[-1])
+    if piece_bytes <= 0:
+        return [(0, total)] if total else []
+    cuts = [0]
+    while cuts[-1] < total:
+        at = int(np.searchsorted(offsets, cuts[-1] + piece_bytes, side="left"))
+        cuts.append(int(offsets[min(at, len(offsets) - 1)]))
+    return list(itertools.pairwise(cuts))
 
 
 @dataclass
@@ -64,6 +85,7 @@ class CudaExecutor(Executor):
         self._views: dict[tuple[str, int], Any] = {}
         self._slots: dict[int, _Slot] = {}
         self._writing: _Slot | None = None  # the slot whose pass 2 holds the output buffer
+        self.write_piece_bytes = WRITE_PIECE_BYTES
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
@@ -190,27 +212,32 @@ class CudaExecutor(Executor):
         assert handle.sizes is not None
         return np.array(handle.sizes[: handle.n])
 
-    def submit_write(self, handle: _Slot, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
-        """Queue pass 2 and the copy of its ``total`` bytes into ``out`` (page-locked) on the slot's stream.
+    def submit_write(self, handle: _Slot, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+        """Queue pass 2 and the copies of its output into ``out`` (page-locked) on the slot's stream.
 
-        The slots share one device output buffer (pass 2 is the short pass, and the output is as
-        large as the values): a pass 2 still queued on another slot's stream is waited for first.
-        The lane's stream order never leaves one queued, so this wait is free there.
+        The output goes through one device buffer in pieces of about :attr:`write_piece_bytes`, each
+        written by a launch of pass 2 for the rows that start in it, then copied out: the device holds
+        a piece, not a whole batch's output (as large as its values). The stream orders a piece's
+        launch after the copy of the one before. The slots share that buffer: a pass 2 still queued
+        on another slot's stream is waited for first (the lane's stream order never leaves one
+        queued, so this wait is free there).
         """
-        if total == 0:
+        pieces = write_pieces(offsets, self.write_piece_bytes)
+        if not pieces:
             return
         if self._writing is not None and self._writing is not handle:
             self._writing.stream.synchronize()
         self._writing = handle
         a, stream, n = handle.arrays, handle.stream, handle.n
         device_starts = self._put("starts", starts, stream)
-        device_out = self._device("out", total, np.uint8)
+        device_out = self._device("out", max(hi - lo for lo, hi in pieces), np.uint8)
         blocks = (n + THREADS - 1) // THREADS
-        self.fns.write[blocks, THREADS, stream](
-            a["values"], a["record"][0], a["record"][3], a["slots"], self._tables[0], self.nprops,
-            *a["content"], *a["records"], device_starts, device_out,
-        )  # fmt: skip
-        device_out.copy_to_host(out[:total], stream=stream)
+        for lo, hi in pieces:
+            self.fns.write[blocks, THREADS, stream](
+                a["values"], a["record"][0], a["record"][3], a["slots"], self._tables[0], self.nprops,
+                *a["content"], *a["records"], device_starts, lo, hi, device_out,
+            )  # fmt: skip
+            device_out[: hi - lo].copy_to_host(out[lo:hi], stream=stream)
 
     def wait(self, handle: _Slot) -> None:
         """Wait for everything queued on the slot's stream."""

@@ -514,8 +514,12 @@ class Executor:
         """Wait for pass 1: each row's encoded size, -1 where the lane does not take it."""
         raise NotImplementedError
 
-    def submit_write(self, handle: Any, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
-        """Start pass 2: each taken row's datum at ``starts[r]`` (-1: skip) of ``out`` (``total`` bytes)."""
+    def submit_write(self, handle: Any, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+        """Start pass 2: each taken row's datum at ``starts[r]`` (-1: skip) of ``out``.
+
+        ``offsets`` are the output's row boundaries, ascending from 0 to its size (the rows the
+        native core fills in included): an executor may write the output in pieces cut there.
+        """
         raise NotImplementedError
 
     def wait(self, handle: Any) -> None:
@@ -532,7 +536,7 @@ class Executor:
         starts, taken, offsets = starts_of(sizes)
         total = int(offsets[-1])
         out = self._host("out", total)
-        self.submit_write(handle, starts, total, out)
+        self.submit_write(handle, starts, offsets, out)
         self.wait(handle)
         return sizes, taken, offsets, out[:total]
 
@@ -592,15 +596,16 @@ class CpuExecutor(Executor):
         """Pass 1's sizes (already there)."""
         return handle.sizes
 
-    def submit_write(self, handle: _CpuPass, starts: I64, total: int, out: npt.NDArray[np.uint8]) -> None:
-        """Pass 2, run here and now."""
+    def submit_write(self, handle: _CpuPass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+        """Pass 2, run here and now, in one piece."""
         li, t = handle.li, self.tables
+        total = int(offsets[-1])
         target = out if total else np.zeros(1, dtype=np.uint8)
         rows = (li.partitions, li.offsets, li.timestamps)
         keys, _, _, headers, _ = li.record_columns()
         self.fns.write(
             handle.values, keys, headers, handle.slots, t.ptab, t.nprops, *handle.content,
-            *rows, starts, target,
+            *rows, starts, 0, total, target,
         )  # fmt: skip
 
     def wait(self, handle: _CpuPass) -> None:

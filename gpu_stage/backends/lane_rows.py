@@ -1122,13 +1122,17 @@ def measure(
 
 
 @kernel
-def write(b, kb, hb, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, starts, out):
-    """Pass 2: each taken row's datum at ``starts[r]`` (-1: not taken, nothing written)."""
+def write(b, kb, hb, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, starts, lo, hi, out):
+    """Pass 2: each taken row whose datum starts in ``[lo, hi)`` written at ``starts[r] - lo``.
+
+    ``starts[r]`` is -1 where the row is not taken (nothing written). The bounds let the output be
+    written in pieces, through a device buffer the size of a piece.
+    """
     r = lane_start()
     step = lane_step()
     while r < starts.shape[0]:
         q = starts[r]
-        if q >= 0:
+        if q >= lo and q < hi:
             emit(
                 b,
                 kb,
@@ -1145,7 +1149,7 @@ def write(b, kb, hb, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, star
                 offs[r],
                 tss[r],
                 out,
-                q,
+                q - lo,
                 True,
             )
         r += step

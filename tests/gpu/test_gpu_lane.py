@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -141,3 +142,21 @@ def test_a_batch_in_an_input_buffer_goes_to_the_device_in_one_copy() -> None:
         held = set(executor._arrays)
         assert {"0.block" in held, "1.block" in held} == {in_place}
         assert {"0.values" in held, "1.values" in held} == {not in_place}
+
+
+def test_pass_2_writes_through_a_device_buffer_the_size_of_a_piece() -> None:
+    """Output pieces of a few KiB: the same results, and the device's output buffer holds one piece."""
+    from gpu_stage.backends.gpu_lane import CudaExecutor
+    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.packed import PackedBatch
+
+    fresh = LaneTransform(TransformSettings(), CudaExecutor)
+    fresh.executor.write_piece_bytes = 4096
+    values = synth.bodies(3_000)
+    raws = _split(values, [2_000, 1_000])
+    results = list(fresh.packed.stream(PackedBatch.of(raw, fresh.packed.input_buffer) for raw in raws))
+    for raw, got in zip(raws, results, strict=True):
+        assert_same_result(NATIVE.parse(raw), got)
+    largest_row = max(int(d) for r in results for d in np.diff(r.encoded.offsets))
+    assert fresh.executor._arrays["out"].shape[0] <= max(4096 + largest_row, 1024)
+    assert fresh.executor._arrays["out"].shape[0] < min(int(r.encoded.offsets[-1]) for r in results)

@@ -1,0 +1,47 @@
+"""Pass 2's output pieces (:func:`gpu_stage.backends.gpu_lane.write_pieces`): cut at row boundaries only."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpu_stage.backends.gpu_lane import write_pieces
+
+
+def _offsets(sizes: list[int]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+
+
+def test_an_empty_output_has_no_pieces() -> None:
+    assert write_pieces(np.zeros(1, dtype=np.int64), 4096) == []
+
+
+def test_pieces_end_at_the_first_row_boundary_past_each_multiple() -> None:
+    # Rows of 3, 5, 2, 7, 1 bytes: boundaries 0 3 8 10 17 18; pieces of 6 bytes.
+    assert write_pieces(_offsets([3, 5, 2, 7, 1]), 6) == [(0, 8), (8, 17), (17, 18)]
+
+
+def test_piece_bytes_0_is_the_whole_output() -> None:
+    assert write_pieces(_offsets([3, 5]), 0) == [(0, 8)]
+    assert write_pieces(np.zeros(1, dtype=np.int64), 0) == []
+
+
+def test_a_row_larger_than_a_piece_is_a_piece_of_its_own() -> None:
+    assert write_pieces(_offsets([2, 100, 2]), 10) == [(0, 102), (102, 104)]
+
+
+@given(sizes=st.lists(st.integers(1, 5000), min_size=1, max_size=300), piece=st.integers(1, 20_000))
+def test_pieces_cover_the_output_once_at_row_boundaries(sizes: list[int], piece: int) -> None:
+    offsets = _offsets(sizes)
+    pieces = write_pieces(offsets, piece)
+    boundaries = set(offsets.tolist())
+    assert pieces[0][0] == 0 and pieces[-1][1] == int(offsets[-1])
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+    assert all(lo in boundaries and hi in boundaries and lo < hi for lo, hi in pieces)
+    assert all(hi - lo < piece + max(sizes) for lo, hi in pieces)
+    # No piece could have ended earlier: it ends at the first boundary at or past lo + piece.
+    assert all(hi == int(offsets[-1]) or not any(lo + piece <= b < hi for b in boundaries) for lo, hi in pieces)
+
