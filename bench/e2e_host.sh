@@ -3,7 +3,10 @@
 # several worker processes in one group (python -m bench.e2e_worker), keys checked exactly once.
 # Usage: bench/e2e_host.sh OUTDIR [RECORDS]   (Java 17+ via JAVA_HOME or PATH; jars fetched or cached)
 # CPU_WORKERS and GPU_WORKERS (default 12 and 8) set the worker processes; 0 skips that backend.
-# LATENCY_RATE (default 200000 records/s, 0 skips it) is the offered load of the latency run.
+# LATENCY_RATE (default 200000 records/s, 0 skips it) is the offered load of the latency run, for
+# LATENCY_SECONDS (default 10), after LATENCY_WARMUP_S (default 5) for the paced producers to start.
+# LATENCY_WORKERS (a list, e.g. "4 12"; default: the backend's workers) runs it once per worker count,
+# each result named with -wN.
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
 set -uo pipefail
@@ -30,12 +33,29 @@ fi
 # Batches close after 5 ms: a batch's transaction (send offsets + commit, ~20-40 ms on a busy broker)
 # dominates the cycle, so waiting 20 ms more for records to batch up only adds latency.
 rate=${LATENCY_RATE:-200000}
-latency() {  # BACKEND WORKERS [OPTIONS...]; a later --out wins
+share() {  # WORKERS: each worker's share of the cores, at least 1
+    echo $(( $(nproc) / $1 > 0 ? $(nproc) / $1 : 1 ))
+}
+latency_once() {  # BACKEND WORKERS NAME [OPTIONS...]; a later --out wins
+    local backend=$1 workers=$2 name=$3
+    shift 3
+    # Each GPU worker's native core (the rows the device lane leaves) gets its share of the cores.
+    [ "$backend" = gpu ] && set -- --native-threads "$(share "$workers")" "$@"
+    python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * ${LATENCY_SECONDS:-10})) \
+        --rate "$rate" --producers 4 --warmup-s "${LATENCY_WARMUP_S:-5}" --backend "$backend" --workers "$workers" \
+        --partitions 24 --batch-records 5000 --batch-wait-ms 5 --logs "$out/logs" --out "$out/$name.json" "$@" \
+        >> "$out/e2e.log" 2>&1 || status=1
+}
+latency() {  # BACKEND WORKERS [OPTIONS...]: once, or once per LATENCY_WORKERS
     local backend=$1 workers=$2
     shift 2
-    python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * 10)) --rate "$rate" --producers 4 \
-        --backend "$backend" --workers "$workers" --partitions 24 --batch-records 5000 --batch-wait-ms 5 \
-        --logs "$out/logs" --out "$out/latency-$host-$backend.json" "$@" >> "$out/e2e.log" 2>&1 || status=1
+    if [ -z "${LATENCY_WORKERS:-}" ]; then
+        latency_once "$backend" "$workers" "latency-$host-$backend" "$@"
+        return
+    fi
+    for n in $LATENCY_WORKERS; do
+        latency_once "$backend" "$n" "latency-$host-$backend-w$n" "$@"
+    done
 }
 if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     latency cpu "${CPU_WORKERS:-12}"
@@ -45,14 +65,12 @@ if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     fi
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
-    # Each GPU worker's native core (the rows the device lane leaves) gets its share of the cores.
-    gpu_threads=$(( $(nproc) / ${GPU_WORKERS:-8} > 0 ? $(nproc) / ${GPU_WORKERS:-8} : 1 ))
     # One start compiles the kernels into the cache the workers load them from (else each compiles them).
     python -c "from gpu_stage.backends.gpu import GpuBackend; GpuBackend()" >> "$out/e2e.log" 2>&1 || status=1
-    run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$gpu_threads" \
+    run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$(share "${GPU_WORKERS:-8}")" \
         --out "$out/e2e-$host-gpu.json"
     if [ "$rate" -gt 0 ]; then
-        latency gpu "${GPU_WORKERS:-8}" --native-threads "$gpu_threads"
+        latency gpu "${GPU_WORKERS:-8}"
     fi
 fi
 python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1

@@ -68,11 +68,12 @@ def pace(bootstrap: str, topic: str, first: int, step: int, records: int, rate: 
 
 def watch(
     bootstrap: str, topics: list[str], records: int, rate: float, t0: float, deadline: float
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Latency (ms) of each record the read_committed watcher receives before ``deadline``, and its first part.
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Each record the read_committed watcher receives before ``deadline``: latency and its first part (ms), due time.
 
     The first part ends at the output record's create time (set by the worker's producer); the rest is
-    the worker's transaction commit and the record becoming visible to the watcher.
+    the worker's transaction commit and the record becoming visible to the watcher. The due time is
+    in seconds from ``t0``.
     """
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-watch-{uuid.uuid4().hex[:6]}",
@@ -83,6 +84,7 @@ def watch(
     consumer.assign(parts)
     latencies = np.empty(records, dtype=np.float64)
     to_produce = np.empty(records, dtype=np.float64)
+    due_s = np.empty(records, dtype=np.float64)
     seen = 0
     try:
         while seen < records and time.time() < deadline:
@@ -91,13 +93,14 @@ def watch(
             for msg in batch:
                 key = msg.key()
                 if msg.error() is None and key is not None and seen < records:
-                    due = t0 + int(key[4:]) / rate
+                    due_s[seen] = int(key[4:]) / rate
+                    due = t0 + due_s[seen]
                     latencies[seen] = (now - due) * 1000
                     to_produce[seen] = msg.timestamp()[1] - due * 1000
                     seen += 1
     finally:
         consumer.close()
-    return latencies[:seen], to_produce[:seen]
+    return latencies[:seen], to_produce[:seen], due_s[:seen]
 
 
 def percentiles(ms: npt.NDArray[np.float64]) -> dict[str, float]:
@@ -106,6 +109,17 @@ def percentiles(ms: npt.NDArray[np.float64]) -> dict[str, float]:
         return {}
     return {**{f"p{q}": round(float(np.percentile(ms, q)), 1) for q in (50, 90, 99, 99.9)},
             "max": round(float(ms.max()), 1)}  # fmt: skip
+
+
+def by_second(ms: npt.NDArray[np.float64], due_s: npt.NDArray[np.float64]) -> list[dict[str, float]]:
+    """P50, P99 and the maximum of the records due in each second of the run: where the tail comes from."""
+    seconds = due_s.astype(np.int64)
+    return [{"second": int(k), "records": int((seconds == k).sum()), **_short(percentiles(ms[seconds == k]))}
+            for k in np.unique(seconds)]  # fmt: skip
+
+
+def _short(p: dict[str, float]) -> dict[str, float]:
+    return {q: p[q] for q in ("p50", "p99", "max")}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -126,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             lags = pool.starmap_async(pace, [(args.bootstrap, topics.raw, p, args.producers, args.records,
                                               args.rate, t0) for p in range(args.producers)])
             deadline = t0 + args.records / args.rate + args.drain_s
-            latencies, to_produce = watch(
+            latencies, to_produce, due_s = watch(
                 args.bootstrap, [topics.typed, topics.dlq], args.records, args.rate, t0, deadline
             )
             worst_lag = max(lags.get(timeout=120))
@@ -142,6 +156,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "producer_worst_lag_ms": round(worst_lag * 1000, 1), "received": len(latencies),
         "latency_ms": percentiles(latencies), "due_to_produced_ms": percentiles(to_produce),
         "produced_to_visible_ms": percentiles(latencies - to_produce),
+        "settle_s": args.settle_s,
+        "latency_ms_after_settle": percentiles(latencies[due_s >= args.settle_s]),
+        "latency_ms_by_second": by_second(latencies, due_s),
     }  # fmt: skip
 
 
@@ -154,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--producers", type=int, default=1, help="paced producer processes sharing the rate")
     p.add_argument("--warmup-s", type=float, default=1.0,
                    help="pause between the group being complete and the first send")
+    p.add_argument("--settle-s", type=float, default=2.0,
+                   help="also report the percentiles of the records due this many seconds or more after the first")
     p.add_argument("--drain-s", type=float, default=30.0, help="how long the watcher waits after the last send")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
@@ -175,7 +194,8 @@ def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
     result = run(args)
     print(f"{args.records:,} records offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage --backend "
           f"{args.backend} --commit-overlap {args.commit_overlap} (batches of {args.batch_records}, "
-          f"{args.batch_wait_ms} ms): latency ms {result['latency_ms']}; "
+          f"{args.batch_wait_ms} ms): latency ms {result['latency_ms']} "
+          f"(records due from {args.settle_s:g} s on: {result['latency_ms_after_settle']}); "
           f"(due -> produced by the worker {result['due_to_produced_ms']}, then -> visible "
           f"{result['produced_to_visible_ms']}); received {result['received']:,}; "
           f"producer worst lag {result['producer_worst_lag_ms']} ms; "
