@@ -199,11 +199,13 @@ class Worker:
                     self._collect_s = time.perf_counter() - collect_started
                     self._process(records)
                     idle_since = time.monotonic()
-                elif not self._caught_up():
-                    idle_since = time.monotonic()
                 elif self._idle_for(idle_since):
-                    log.info("no input for %.1fs: exiting", self.settings.exit_when_idle_s)
-                    break
+                    # Only now is the broker asked whether the group is done: that query can take
+                    # seconds on a busy coordinator, and records arriving meanwhile would wait.
+                    if self._caught_up():
+                        log.info("no input for %.1fs: exiting", self.settings.exit_when_idle_s)
+                        break
+                    idle_since = time.monotonic()
                 if time.monotonic() - last_progress >= self.settings.progress_every_s:
                     self._progress()
                     last_progress = time.monotonic()

@@ -297,3 +297,37 @@ def test_an_unanswered_lag_query_is_not_idle_and_does_not_stop_the_worker() -> N
     consumer.lag = lag  # type: ignore[method-assign]
     assert worker._caught_up() is False
     assert worker._caught_up() is True
+
+
+class IdleConsumer(ScriptedConsumer):
+    """Serves its records, then nothing (without stopping the worker); counts the group-lag queries."""
+
+    def __init__(self, journal: Journal, log: Log, records: Records) -> None:
+        super().__init__(journal, log, records, 10)
+        self.group_queries = 0
+
+    def consume_records(self, max_records: int, timeout_s: float) -> Records:
+        if self.cursor == len(self.records):
+            time.sleep(0.001)
+            return Records()
+        return super().consume_records(max_records, timeout_s)
+
+    def lag(self, topics: Any = None, *, cached: bool = False) -> dict[tuple[str, int], int]:
+        self.group_queries += topics is not None and not cached
+        return super().lag(topics, cached=cached)
+
+
+def test_the_group_is_asked_whether_it_is_done_only_once_the_idle_time_has_passed() -> None:
+    """Asking costs a broker round trip (seconds on a busy coordinator), so not after every empty batch."""
+    journal, log, records = Journal(), Log(), _records(30)
+    consumer = IdleConsumer(journal, log, records)
+    settings = WorkerSettings(
+        kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.2, batch_wait_ms=5, parse_chunk_records=0,
+        kernel_cache=None,
+    )  # fmt: skip
+    worker = ScriptedWorker(settings, consumer, iter(lambda: FakeProducer(journal, log, {}), None))
+    started = time.monotonic()
+    assert worker.run() == 0
+    assert time.monotonic() - started >= 0.2
+    assert consumer.group_queries == 1  # about 40 empty batches went by: one question, then the exit
+    _assert_each_key_once(log, records)
