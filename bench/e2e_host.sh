@@ -7,6 +7,7 @@
 # LATENCY_SECONDS (default 10), after LATENCY_WARMUP_S (default 5) for the paced producers to start.
 # LATENCY_WORKERS (a list, e.g. "4 12"; default: the backend's workers) runs it once per worker count,
 # each result named with -wN.
+# THROUGHPUT=0 skips the throughput runs (latency only).
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
 set -uo pipefail
@@ -18,6 +19,7 @@ python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --r
     tail -20 "$out/e2e.log"; exit 1; }
 status=0
 run() {
+    [ "${THROUGHPUT:-1}" = 0 ] && return
     python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" "$@" \
         >> "$out/e2e.log" 2>&1 || status=1
 }
