@@ -643,6 +643,13 @@ class LaneTransform:
 
         self.packed = PackedLane(self.native, self.executor, self.clock)
 
+    def measure(self, batch: RawBatch) -> I64:
+        """Pass 1 alone: each row's encoded size, -1 where the lane leaves the row to the native core."""
+        if not len(batch):
+            return np.zeros(0, dtype=np.int64)
+        li = LaneInput.of(self.native._core, batch, self.executor.staging, int_columns(batch))
+        return self.executor.sizes(self.executor.submit(li, len(batch), 0))
+
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch: byte-identical to the native core alone."""
         n = len(batch)
