@@ -33,13 +33,14 @@ from bench.e2e_worker import (
     finish_workers,
     fresh_topics,
     paired_overlap_runs,
+    paired_runs,
     start_workers,
     stop_workers,
     summaries,
     wait_group,
 )
 from gpu_stage import synth
-from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
+from llmpipe.kafka_io import TXN_RETRY_BACKOFF_MS, KafkaSettings, Producer, delete_topics
 
 log = logging.getLogger("bench.e2e_latency")
 
@@ -178,7 +179,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
                    "on fresh topics, with the percentiles of each pair")
+    p.add_argument("--compare-txn-backoff", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the workers' --txn-retry-backoff-ms at "
+                   "librdkafka's default 100 (the baseline) then at the worker's default, with the percentiles "
+                   "of each pair")
     args = p.parse_args(argv)
+    if args.compare_txn_backoff:
+        out = args.out or RESULTS / f"latency-txn-backoff-{platform.node() or 'host'}-{args.backend}.json"
+        values = (100, TXN_RETRY_BACKOFF_MS)
+        return paired_runs(args, run_and_print, _backoff_pair, out, "txn_retry_backoff_ms", values,
+                           args.compare_txn_backoff)  # fmt: skip
     if args.compare_commit_overlap:
         out = args.out or RESULTS / f"latency-commit-overlap-{platform.node() or 'host'}-{args.backend}.json"
         return paired_overlap_runs(args, run_and_print, _latency_pair, out)
@@ -201,6 +211,15 @@ def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
           f"producer worst lag {result['producer_worst_lag_ms']} ms; "
           f"exactly once: {result['exactly_once']}")
     return result
+
+
+def _backoff_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
+    """P50 and P99 (whole run, and from ``--settle-s`` on), the short backoff over librdkafka's: below 1 is lower."""
+    ratios = {f"{q}_to_baseline": round(new["latency_ms"][q] / base["latency_ms"][q], 3) for q in ("p50", "p99")}
+    settled = (new["latency_ms_after_settle"], base["latency_ms_after_settle"])
+    ratios |= {f"{q}_after_settle_to_baseline": round(settled[0][q] / settled[1][q], 3) for q in ("p50", "p99")}
+    print(f"txn retry backoff {new['txn_retry_backoff_ms']} ms / {base['txn_retry_backoff_ms']} ms, latency: {ratios}")
+    return ratios
 
 
 def _latency_pair(off: dict[str, Any], on: dict[str, Any]) -> dict[str, float]:

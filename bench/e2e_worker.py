@@ -157,8 +157,9 @@ def start_workers(
             # A safety net: the run stops the workers itself once the group has committed everything.
             "--exit-when-idle", str(args.idle_s + args.join_timeout_s),
             "--gpu-pool-bytes", str(args.gpu_pool_bytes), "--parse-chunk-records", str(args.parse_chunk_records),
-            "--commit-overlap", args.commit_overlap,
+            "--commit-overlap", args.commit_overlap, "--log-level", args.worker_log_level,
             *(["--native-threads", str(args.native_threads)] if args.native_threads else []),
+            *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
@@ -246,6 +247,7 @@ def common_result(
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
         "commit_overlap": args.commit_overlap, "native_threads": args.native_threads or None,
+        "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
@@ -274,7 +276,10 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="workers parse a batch in chunks of this many records while producing (0: no overlap)")
     p.add_argument("--commit-overlap", default="on", choices=["on", "off"],
                    help="workers collect the next batch while the previous one commits")
+    p.add_argument("--txn-retry-backoff-ms", type=int, default=0,
+                   help="the workers' --txn-retry-backoff-ms (0: the worker's default)")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
+    p.add_argument("--worker-log-level", default="INFO", help="the workers' --log-level (DEBUG: one line per batch)")
     p.add_argument("--keep-topics", action="store_true")
 
 
@@ -359,14 +364,32 @@ def paired_overlap_runs(
 
     ``args.compare_commit_overlap`` pairs, on fresh topics, in one process; written to ``out``.
     """
+    return paired_runs(args, run_once, compare, out, "commit_overlap", ("off", "on"), args.compare_commit_overlap)
+
+
+def paired_runs(
+    args: argparse.Namespace,
+    run_once: Callable[[argparse.Namespace], dict[str, Any]],
+    compare: Callable[[dict[str, Any], dict[str, Any]], dict[str, float]],
+    out: Path,
+    option: str,
+    values: tuple[Any, Any],
+    rounds: int,
+) -> int:
+    """``rounds`` pairs of runs, ``option`` at ``values[0]`` (the baseline) then ``values[1]``.
+
+    Each run on fresh topics, all in one process; each pair with ``compare``'s figures, written to
+    ``out`` (the pair's runs under the values' names).
+    """
     pairs: list[dict[str, Any]] = []
     runs: list[dict[str, Any]] = []
-    for _ in range(args.compare_commit_overlap):
-        off = run_once(argparse.Namespace(**{**vars(args), "commit_overlap": "off"}))
-        on = run_once(argparse.Namespace(**{**vars(args), "commit_overlap": "on"}))
-        pairs.append({"off": off, "on": on, **compare(off, on)})
-        runs += [off, on]
-    _write(out, {"baseline": "--commit-overlap off", "pairs": pairs})
+    base_name, new_name = (str(v) for v in values)
+    for _ in range(rounds):
+        base = run_once(argparse.Namespace(**{**vars(args), option: values[0]}))
+        new = run_once(argparse.Namespace(**{**vars(args), option: values[1]}))
+        pairs.append({base_name: base, new_name: new, **compare(base, new)})
+        runs += [base, new]
+    _write(out, {"baseline": f"--{option.replace('_', '-')} {base_name}", "pairs": pairs})
     return 0 if all(map(_clean, runs)) else 1
 
 

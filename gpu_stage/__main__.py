@@ -20,6 +20,7 @@ from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from llmpipe.errors import FencedError, PipelineError
 from llmpipe.kafka_io import create_topics, end_offsets
 from llmpipe.record import TypedRecord
+from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("gpu_stage")
 
@@ -35,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the worker; exit 0 on SIGTERM/idle exit, 1 on errors, 2 when fenced."""
     try:
         args, settings = parse(argv)
-        logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+        configure_logging(args.log_level)
         record = TypedRecord.from_file(settings.content_schema)
         typed_topic = record.versioned_topic(settings.typed_base)
         if args.print_schema:

@@ -10,7 +10,8 @@ from typing import Literal
 
 from gpu_stage.backends.base import default_kernel_cache
 from llmpipe.errors import ConfigError
-from llmpipe.kafka_io import KafkaSettings
+from llmpipe.kafka_io import TXN_RETRY_BACKOFF_MS, KafkaSettings
+from llmpipe.runtime import logging_spec
 from llmpipe.settings import env_option
 
 BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
@@ -46,6 +47,7 @@ class WorkerSettings:
     exit_when_idle_s: float | None = None
     progress_every_s: float = 10.0
     txn_deadline_s: float = 120.0
+    txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -180,8 +182,22 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="exit (for a supervised restart) when one transaction hangs longer than this",
     )
+    env_option(
+        o,
+        "--txn-retry-backoff-ms",
+        "GPU_STAGE_TXN_RETRY_BACKOFF_MS",
+        default=TXN_RETRY_BACKOFF_MS,
+        type=int,
+        help="the producer's retry backoff; a transaction begun right after a commit waits for it "
+        "(librdkafka's default is 100)",
+    )
     p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
-    p.add_argument("--log-level", default="INFO", help="logging level")
+    p.add_argument(
+        "--log-level",
+        default="INFO",
+        type=logging_spec,
+        help="logging level, then any logger=LEVEL (INFO,gpu_stage.worker=DEBUG: one line per batch with its steps)",
+    )
     return p
 
 
@@ -195,6 +211,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         raise ConfigError(msg)
     if args.parse_chunk_records < 0:
         msg = "--parse-chunk-records must be 0 or positive"
+        raise ConfigError(msg)
+    if args.txn_retry_backoff_ms < 1:
+        msg = "--txn-retry-backoff-ms must be positive"
         raise ConfigError(msg)
     if args.native_threads is not None and args.native_threads < 1:
         msg = "--native-threads must be positive (unset: every usable core)"
@@ -223,6 +242,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,
         txn_deadline_s=args.txn_deadline,
+        txn_retry_backoff_ms=args.txn_retry_backoff_ms,
     )
 
 

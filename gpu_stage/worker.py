@@ -172,6 +172,7 @@ class Worker:
                 "batch.size": 1 << 20,
                 "message.max.bytes": MAX_MESSAGE_BYTES,
             },
+            retry_backoff_ms=self.settings.txn_retry_backoff_ms,
         )
 
     def _on_revoke(self, parts: TopicPartitions) -> None:
@@ -477,6 +478,10 @@ class Worker:
             t.stage_seconds[name] += seconds
         metrics.BATCH_RECORDS.observe(len(records))
         metrics.BATCH_SECONDS.observe(committed_at - batch.started)
+        if log.isEnabledFor(logging.DEBUG):  # per batch: where a slow one spent its time
+            steps = " ".join(f"{name}={seconds * 1000:.1f}" for name, seconds in batch.steps.items())
+            log.debug("batch %d: %d records, %.1f ms from start to commit; ms: %s", t.batches, len(records),
+                      (committed_at - batch.started) * 1000, steps)  # fmt: skip
 
     def _progress(self) -> None:
         t = self.totals

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import logging
 
 
 def tune_gc(gen0_threshold: int) -> None:
@@ -40,3 +41,52 @@ def keep_large_buffers(threshold_bytes: int) -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, threshold_bytes)) and bool(mallopt(M_TRIM_THRESHOLD, 2 * threshold_bytes))
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+
+def configure_logging(spec: str) -> None:
+    """Logging for the whole process from ``LEVEL`` or ``LEVEL,logger=LEVEL,…``.
+
+    The first level is the root's; each ``logger=LEVEL`` sets one logger, so one module can speak at
+    DEBUG (``INFO,gpu_stage.worker=DEBUG``: a line per batch) without every library doing so.
+    A level that logging does not know is a ``ValueError``.
+    """
+    root, named = logging_levels(spec)
+    logging.basicConfig(level=root, format=LOG_FORMAT)
+    for name, level in named.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def logging_levels(spec: str) -> tuple[int, dict[str, int]]:
+    """The root's level and each named logger's from ``LEVEL,logger=LEVEL,…`` (``ValueError`` if malformed).
+
+    Also an argparse ``type`` check, so a bad spec is a usage error at start.
+    """
+    parts = [part.strip() for part in spec.split(",") if part.strip()]
+    if not parts:
+        msg = "empty logging spec"
+        raise ValueError(msg)
+    named = {}
+    for pair in parts[1:]:
+        name, sep, level = pair.partition("=")
+        if not sep or not name.strip():
+            msg = f"expected logger=LEVEL, got {pair!r}"
+            raise ValueError(msg)
+        named[name.strip()] = _level(level)
+    return _level(parts[0]), named
+
+
+def logging_spec(spec: str) -> str:
+    """``spec`` itself once :func:`logging_levels` accepts it (an argparse ``type``)."""
+    logging_levels(spec)
+    return spec
+
+
+def _level(name: str) -> int:
+    level = logging.getLevelName(name.strip().upper())
+    if not isinstance(level, int):
+        msg = f"unknown logging level {name!r}"
+        raise ValueError(msg)
+    return level

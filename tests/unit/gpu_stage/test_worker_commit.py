@@ -7,8 +7,10 @@ the committed output exactly once), including after a commit that fails while th
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,7 @@ from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.settings import WorkerSettings
 from gpu_stage.worker import Worker
+from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings, Message, Records, TxnAbortable, TxnTimedOut
 
 TOPIC = "raw"
@@ -331,3 +334,28 @@ def test_the_group_is_asked_whether_it_is_done_only_once_the_idle_time_has_passe
     assert time.monotonic() - started >= 0.2
     assert consumer.group_queries == 1  # about 40 empty batches went by: one question, then the exit
     _assert_each_key_once(log, records)
+
+
+def test_at_debug_each_committed_batch_logs_its_records_and_steps(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="gpu_stage.worker"):
+        worker, _, _, records = _run(overlap=True)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("batch ")]
+    assert len(lines) == worker.totals.batches == 5
+    assert sum(int(line.split(": ")[1].split(" ")[0]) for line in lines) == len(records)
+    assert all("collect=" in line and "commit=" in line for line in lines)
+
+
+def test_the_txn_retry_backoff_option_reaches_the_producer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_stage import worker as worker_module
+    from gpu_stage.settings import parse
+
+    assert parse([])[1].txn_retry_backoff_ms == 20
+    monkeypatch.setenv("GPU_STAGE_TXN_RETRY_BACKOFF_MS", "7")
+    settings = parse([])[1]
+    assert settings.txn_retry_backoff_ms == 7
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(worker_module, "TransactionalProducer", lambda *args, **kwargs: made.append(kwargs))
+    Worker._new_producer(types.SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    assert made[0]["retry_backoff_ms"] == 7
+    with pytest.raises(ConfigError, match="txn-retry-backoff-ms"):
+        parse(["--txn-retry-backoff-ms", "0"])

@@ -12,3 +12,17 @@ def test_a_record_over_the_size_limit_raises_delivery_error() -> None:
     producer = Producer(KafkaSettings(bootstrap="127.0.0.1:9"), {"message.max.bytes": 1000})
     with pytest.raises(DeliveryError, match="cannot produce to t"):
         producer.produce("t", b"x" * 5000, b"k")
+
+
+@pytest.mark.parametrize(("backoff", "most"), [(None, 200), (100, 1000), (5, 50)])
+def test_a_transactional_producer_retries_after_its_backoff(
+    monkeypatch: pytest.MonkeyPatch, backoff: int | None, most: int
+) -> None:
+    """Back-to-back transactions wait for this backoff (librdkafka's default is 100 ms); 20 ms unless set."""
+    from llmpipe.kafka_io import TXN_RETRY_BACKOFF_MS, TransactionalProducer
+
+    monkeypatch.setattr(TransactionalProducer, "_call", lambda *args, **kwargs: None)  # no init_transactions
+    kwargs = {} if backoff is None else {"retry_backoff_ms": backoff}
+    producer = TransactionalProducer(KafkaSettings(bootstrap="127.0.0.1:9"), "t-1", **kwargs)
+    assert producer._config["retry.backoff.ms"] == (backoff or TXN_RETRY_BACKOFF_MS) and TXN_RETRY_BACKOFF_MS == 20
+    assert producer._config["retry.backoff.max.ms"] == most
