@@ -8,6 +8,8 @@
 # LATENCY_WORKERS (a list, e.g. "4 12"; default: the backend's workers) runs it once per worker count,
 # each result named with -wN.
 # THROUGHPUT=0 skips the throughput runs (latency only).
+# BACKOFF_PAIRS (default 0) adds that many pairs of GPU latency runs, the transactions' retry backoff at
+# librdkafka's 100 ms then at the worker's default (with LATENCY_WORKERS, its first count).
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
 set -uo pipefail
@@ -73,6 +75,11 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
         --out "$out/e2e-$host-gpu.json"
     if [ "$rate" -gt 0 ]; then
         latency gpu "${GPU_WORKERS:-8}"
+    fi
+    if [ "$rate" -gt 0 ] && [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
+        n=${LATENCY_WORKERS:-${GPU_WORKERS:-8}}
+        n=${n%% *}
+        latency_once gpu "$n" "latency-txn-backoff-$host-gpu-w$n" --compare-txn-backoff "$BACKOFF_PAIRS"
     fi
 fi
 python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1

@@ -33,6 +33,7 @@ from typing import Any
 
 from gpu_stage import synth
 from llmpipe.kafka_io import (
+    TXN_RETRY_BACKOFF_MS,
     KafkaSettings,
     TransactionalProducer,
     create_topics,
@@ -327,9 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
                    "on fresh topics, with the ratio of each pair")
+    p.add_argument("--compare-txn-backoff", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the workers' --txn-retry-backoff-ms at "
+                   "librdkafka's default 100 (the baseline) then at the worker's default, with the ratio of each pair")
     args = p.parse_args(argv)
     if args.compare_commit_overlap:
         return compare_commit_overlap(args)
+    if args.compare_txn_backoff:
+        return compare_txn_backoff(args)
     result = run(args)
     _print_run(args, result)
     out = args.out or RESULTS / f"e2e-{result['host'] or 'host'}-{args.backend}.json"
@@ -345,13 +351,28 @@ def compare_commit_overlap(args: argparse.Namespace) -> int:
         print(f"commit overlap on / off: {ratio:.2f}x over the busy span")
         return {"ratio_on_to_off": round(ratio, 3)}
 
-    def run_and_print(run_args: argparse.Namespace) -> dict[str, Any]:
-        result = run(run_args)
-        _print_run(run_args, result)
-        return result
-
     out = args.out or RESULTS / f"e2e-commit-overlap-{platform.node() or 'host'}-{args.backend}.json"
-    return paired_overlap_runs(args, run_and_print, rate_ratio, out)
+    return paired_overlap_runs(args, _run_and_print, rate_ratio, out)
+
+
+def compare_txn_backoff(args: argparse.Namespace) -> int:
+    """Pairs of runs, the transactions' retry backoff at librdkafka's 100 ms then the worker's; the rate ratio."""
+
+    def rate_ratio(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
+        ratio = new["records_per_s"] / base["records_per_s"]
+        print(f"txn retry backoff {new['txn_retry_backoff_ms']} ms / {base['txn_retry_backoff_ms']} ms: "
+              f"{ratio:.2f}x over the busy span")  # fmt: skip
+        return {"ratio_to_baseline": round(ratio, 3)}
+
+    out = args.out or RESULTS / f"e2e-txn-backoff-{platform.node() or 'host'}-{args.backend}.json"
+    values = (100, TXN_RETRY_BACKOFF_MS)
+    return paired_runs(args, _run_and_print, rate_ratio, out, "txn_retry_backoff_ms", values, args.compare_txn_backoff)
+
+
+def _run_and_print(run_args: argparse.Namespace) -> dict[str, Any]:
+    result = run(run_args)
+    _print_run(run_args, result)
+    return result
 
 
 def paired_overlap_runs(
