@@ -8,8 +8,9 @@
 # LATENCY_WORKERS (a list, e.g. "4 12"; default: the backend's workers) runs it once per worker count,
 # each result named with -wN.
 # THROUGHPUT=0 skips the throughput runs (latency only).
-# BACKOFF_PAIRS (default 0) adds that many pairs of GPU latency runs, the transactions' retry backoff at
-# librdkafka's 100 ms then at the worker's default (with LATENCY_WORKERS, its first count).
+# BACKOFF_PAIRS (default 0) adds that many pairs of GPU runs (throughput, and latency when LATENCY_RATE
+# is not 0; with LATENCY_WORKERS, its first count), the transactions' retry backoff at librdkafka's
+# 100 ms then at the worker's default.
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
 set -uo pipefail
@@ -75,6 +76,10 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
         --out "$out/e2e-$host-gpu.json"
     if [ "$rate" -gt 0 ]; then
         latency gpu "${GPU_WORKERS:-8}"
+    fi
+    if [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
+        run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$(share "${GPU_WORKERS:-8}")" \
+            --compare-txn-backoff "$BACKOFF_PAIRS" --out "$out/e2e-txn-backoff-$host-gpu.json"
     fi
     if [ "$rate" -gt 0 ] && [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
         n=${LATENCY_WORKERS:-${GPU_WORKERS:-8}}
