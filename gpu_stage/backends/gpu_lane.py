@@ -31,7 +31,8 @@ THREADS = 128
 _MAX_VIEWS = 256
 WRITE_PIECE_BYTES = 16 << 20
 """Pass 2's output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB), large
-enough that a piece's launch and copy calls (tens of microseconds on the feeding thread) stay rare."""
+enough that a piece's launch and copy (about 0.3 ms of the feeding thread on the H200 host: six
+pieces per 100 k batch took its queueing from 3.2 to 5.0 ms) stay rare."""
 
 
 def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
