@@ -70,6 +70,7 @@ class BackendRun:
     sha256: str = ""
     checksum: Checksum | None = None
     slow_lane_fraction: float | None = None
+    stage_seconds: dict[str, float] | None = None
 
     def latency_ms(self, q: float) -> float:
         """Per-batch latency percentile in ms."""
@@ -90,6 +91,7 @@ class BackendRun:
             "batch_latency_ms_p99": self.latency_ms(99),
             "output_sha256": self.sha256,
             "slow_lane_fraction": self.slow_lane_fraction,
+            "stage_seconds": self.stage_seconds,
             "checksum": None if self.checksum is None else self.checksum.as_dict(),
         }
 
@@ -122,6 +124,9 @@ def run(
     stats = getattr(backend, "stats", None)
     if stats is not None:
         out.slow_lane_fraction = round(float(stats.slow_fraction), 4)
+    clock = getattr(backend, "clock", None)
+    if clock is not None:  # the device lane's stages over the timed batches (the native core's share among them)
+        out.stage_seconds = clock.rounded()
     if with_checksum:
         total = Checksum()
         for result in timed.results:
