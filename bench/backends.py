@@ -121,12 +121,8 @@ def run(
         latencies_s=timed.seconds,
         sha256=timed.sha256,
     )
-    stats = getattr(backend, "stats", None)
-    if stats is not None:
-        out.slow_lane_fraction = round(float(stats.slow_fraction), 4)
-    clock = getattr(backend, "clock", None)
-    if clock is not None:  # the device lane's stages over the timed batches (the native core's share among them)
-        out.stage_seconds = clock.rounded()
+    out.slow_lane_fraction = timed.slow_fraction
+    out.stage_seconds = timed.stage_seconds  # the device lane's stages over the timed batches
     if with_checksum:
         total = Checksum()
         for result in timed.results:

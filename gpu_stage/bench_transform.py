@@ -73,7 +73,7 @@ def make_backend(name: str, pool_bytes: int | None = None, write_piece_bytes: in
     return backend
 
 
-def _slow_fraction(backend: Backend) -> float | None:
+def _slow_fraction(backend: Backend | StreamBackend) -> float | None:
     """Share of rows the GPU backend sent to its CPU slow lane (None for backends without lanes)."""
     stats = getattr(backend, "stats", None)
     return None if stats is None else round(float(stats.slow_fraction), 4)
@@ -87,7 +87,10 @@ class Timed:
     good: int = 0
     bad: int = 0
     results: list[ParseResult] = field(default_factory=list)
+    stage_seconds: dict[str, float] | None = None
+    slow_fraction: float | None = None
     _digest: Any = field(default_factory=hashlib.sha256, repr=False)
+    _shapes: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
 
     @property
     def sha256(self) -> str:
@@ -96,12 +99,31 @@ class Timed:
 
     def add(self, result: ParseResult, seconds: float, keep: bool) -> None:
         """Count one batch's result and its time; the checksum covers every result so far."""
+        self.count(result, seconds)
+        self.check(result, keep)
+
+    def count(self, result: ParseResult, seconds: float) -> None:
+        """One batch's time and counts, and its shape (rows, dead letters, bytes) for :meth:`same_shape`."""
         self.seconds.append(seconds)
-        self._digest.update(result.encoded.buf)
         self.good += len(result.encoded)
         self.bad += len(result.bad)
+        self._shapes.append(_shape(result))
+
+    def check(self, result: ParseResult, keep: bool) -> None:
+        """Add one batch's bytes to the checksum (and hold the result with ``keep``)."""
+        self._digest.update(result.encoded.buf)
         if keep:
             self.results.append(result)
+
+    def capture(self, backend: Backend | StreamBackend) -> None:
+        """The backend's stage times and slow-lane share now: those of the batches timed so far."""
+        clock = getattr(backend, "clock", None)
+        self.stage_seconds = None if clock is None else clock.rounded()
+        self.slow_fraction = _slow_fraction(backend)
+
+
+def _shape(result: ParseResult) -> tuple[int, int, int]:
+    return len(result.encoded), len(result.bad), len(result.encoded.buf)
 
 
 def _reset_counters(backend: Any) -> None:
@@ -133,6 +155,7 @@ def time_batches(
         with _profiled(profiler):
             result = backend.parse(raw)
         out.add(result, time.perf_counter() - start, keep)
+    out.capture(backend)
     return out
 
 
@@ -143,13 +166,18 @@ def time_stream(
     keep: bool = False,
     profiler: cProfile.Profile | None = None,
 ) -> Timed:
-    """Parse packed batches as one stream (after an untimed warm-up stream of the first three).
+    """Parse packed batches as one stream (after an untimed warm-up stream of the first three), then check them.
 
     A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
-    time between consecutive results (the first counted from the start of the stream). ``keep`` and
-    ``profiler`` as for :func:`time_batches`. The warm-up is three batches because a stream of two
-    in flight, its caller holding the last result, holds three output buffers: the pool has them
-    all before the timed stream, as it would after the first batches of a long one.
+    time between consecutive results (the first counted from the start of the stream). The timed
+    stream only counts each result and lets it go. Hashing it there, outside the timing, would give
+    that time to what the backend runs in the background meanwhile (the native core's share of the
+    next batch), and holding results would keep the output pool from reusing its buffers. So the
+    checksum (and ``keep``) come from a second, untimed stream over the same batches, whose results
+    must have the timed ones' shapes (rows, dead letters and bytes per batch). ``profiler`` profiles
+    the timed stream. The warm-up is three batches because a stream of two in flight, its caller
+    holding the last result, holds three output buffers: the pool has them all before the timed
+    stream, as it would after the first batches of a long one.
     """
     for _ in backend.parse_stream(batches[:3], overlap=overlap):
         pass
@@ -160,17 +188,27 @@ def time_stream(
     while True:
         with _profiled(profiler):
             result = next(results, None)
+        now = time.perf_counter()
         if result is None:
-            return out
-        seconds = time.perf_counter() - last
-        out.add(result, seconds, keep)
-        last = time.perf_counter()  # the checksum is not the backend's time
+            break
+        out.count(result, now - last)
+        del result
+        last = time.perf_counter()
+    out.capture(backend)
+    timed_shapes, out._shapes = out._shapes, []
+    for result in backend.parse_stream(batches, overlap=overlap):
+        out._shapes.append(_shape(result))
+        out.check(result, keep)
+    if out._shapes != timed_shapes:
+        name = getattr(backend, "name", "backend")
+        msg = f"{name}: the checked stream differs from the timed one in rows, dead letters or bytes"
+        raise ConfigError(msg)
+    return out
 
 
-def _device_facts(backend: Backend, batches: list[RawBatch]) -> dict[str, Any]:
-    """Stage seconds and, for the device lane, its device memory against the largest batch's bytes."""
-    clock = getattr(backend, "clock", None)
-    facts: dict[str, Any] = {} if clock is None else {"stage_seconds": clock.rounded()}
+def _device_facts(backend: Backend, batches: list[RawBatch], timed: Timed) -> dict[str, Any]:
+    """Stage seconds of the timed batches and, for the device lane, its device memory against the largest batch's."""
+    facts: dict[str, Any] = {} if timed.stage_seconds is None else {"stage_seconds": timed.stage_seconds}
     lane = getattr(backend, "lane", None)
     if lane is not None and hasattr(lane.executor, "device_bytes"):
         largest = max(sum(map(len, b.values)) for b in batches)
@@ -229,8 +267,8 @@ def run(
         "records_per_s": round(records / elapsed, 1) if elapsed else None,
         "input_mb_per_s": round(input_bytes / 1e6 / elapsed, 2) if elapsed else None,
         "output_sha256": timed.sha256,
-        "slow_lane_fraction": _slow_fraction(backend),
-        **_device_facts(backend, batches),
+        "slow_lane_fraction": timed.slow_fraction,
+        **_device_facts(backend, batches, timed),
         "host": socket.gethostname(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),

@@ -1,0 +1,59 @@
+"""``bench_transform.time_stream``: the timed stream lets each result go, the checksum comes from a second one."""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpu_stage.batch import EncodedRows, ParseResult
+from gpu_stage.bench_transform import time_stream
+from llmpipe.errors import ConfigError
+
+
+class FakeStream:
+    """Yields one result per batch (the batch is its bytes); notes results still alive when asked for the next."""
+
+    name = "fake"
+
+    def __init__(self, change_on_stream: int | None = None) -> None:
+        self.streams = 0
+        self.held_at_next: list[int] = []
+        self.change_on_stream = change_on_stream
+
+    def parse_stream(self, batches: Iterable[Any], overlap: bool = True) -> Iterator[ParseResult]:
+        del overlap
+        self.streams += 1
+        alive: list[weakref.ref[Any]] = []
+        for batch in batches:
+            self.held_at_next.append(sum(ref() is not None for ref in alive))
+            yield self._result(batch, alive)
+
+    def _result(self, batch: bytes, alive: list[weakref.ref[Any]]) -> ParseResult:
+        buf = np.frombuffer(batch, dtype=np.uint8).copy()
+        if self.streams == self.change_on_stream:
+            buf = buf[:-1]
+        alive.append(weakref.ref(buf))
+        return ParseResult(EncodedRows(buf, np.array([0, len(buf)]), np.array([0])), [])
+
+
+BATCHES = [bytes([k]) * (100 + k) for k in range(6)]
+
+
+def test_the_timed_stream_holds_no_result_and_the_checksum_is_the_streams_bytes() -> None:
+    backend = FakeStream()
+    timed = time_stream(backend, BATCHES, keep=True)  # type: ignore[arg-type]
+    assert backend.streams == 3  # warm-up, timed, checked
+    timed_stream = backend.held_at_next[3 : 3 + len(BATCHES)]
+    assert timed_stream == [0] * len(BATCHES)  # each result let go before the next was asked for
+    assert timed.sha256 == hashlib.sha256(b"".join(BATCHES)).hexdigest()
+    assert len(timed.seconds) == len(BATCHES) == len(timed.results) and timed.good == len(BATCHES)
+
+
+def test_a_checked_stream_unlike_the_timed_one_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="differs from the timed one"):
+        time_stream(FakeStream(change_on_stream=3), BATCHES)  # type: ignore[arg-type]
