@@ -32,6 +32,7 @@ import pstats
 import socket
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ class Timed:
         self.check(result, keep)
 
     def count(self, result: ParseResult, seconds: float) -> None:
-        """One batch's time and counts, and its shape (rows, dead letters, bytes) for :meth:`same_shape`."""
+        """One batch's time and counts, and its shape (rows, dead letters, bytes) for :meth:`check_all`."""
         self.seconds.append(seconds)
         self.good += len(result.encoded)
         self.bad += len(result.bad)
@@ -114,6 +115,14 @@ class Timed:
         self._digest.update(result.encoded.buf)
         if keep:
             self.results.append(result)
+
+    def check_all(self, results: Iterable[ParseResult], keep: bool) -> bool:
+        """:meth:`check` every result of a second stream; whether their shapes are the counted ones'."""
+        shapes = []
+        for result in results:
+            shapes.append(_shape(result))
+            self.check(result, keep)
+        return shapes == self._shapes
 
     def capture(self, backend: Backend | StreamBackend) -> None:
         """The backend's stage times and slow-lane share now: those of the batches timed so far."""
@@ -195,11 +204,7 @@ def time_stream(
         del result
         last = time.perf_counter()
     out.capture(backend)
-    timed_shapes, out._shapes = out._shapes, []
-    for result in backend.parse_stream(batches, overlap=overlap):
-        out._shapes.append(_shape(result))
-        out.check(result, keep)
-    if out._shapes != timed_shapes:
+    if not out.check_all(backend.parse_stream(batches, overlap=overlap), keep):
         name = getattr(backend, "name", "backend")
         msg = f"{name}: the checked stream differs from the timed one in rows, dead letters or bytes"
         raise ConfigError(msg)
