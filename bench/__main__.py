@@ -23,12 +23,6 @@ from gpu_stage.runtime import tune_process, usable_cores
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _sizes(text: str) -> tuple[tuple[int, float], ...]:
-    """``400:0.2,1024:0.5`` → ((400, 0.2), (1024, 0.5))."""
-    pairs = [part.split(":") for part in text.split(",") if part]
-    return tuple((int(size), float(share)) for size, share in pairs)
-
-
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
@@ -39,7 +33,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=int, default=50_000, help="corpus size (generated or read)")
     p.add_argument("--seed", type=int, default=corpus.CorpusConfig.seed)
     p.add_argument("--bad-rate", type=float, default=corpus.CorpusConfig.bad_rate, help="malformed bodies injected")
-    p.add_argument("--sizes", type=_sizes, default=corpus.SIZES, help="body size mix, e.g. 1024:1 for 1 KB only")
+    p.add_argument("--sizes", type=corpus.parse_sizes, default=corpus.SIZES,
+                   help="body size mix, e.g. 1024:1 for 1 KB only")
     p.add_argument("--corpus-in", type=Path, help="read the corpus from this file instead of generating it")
     p.add_argument("--corpus-out", type=Path, help="write the corpus here (for a run on another host)")
     p.add_argument("--backends", default="gpu,cpu", help="gpu_stage backends; gpu is skipped where unusable")

@@ -26,6 +26,13 @@ _LEN = struct.Struct("<I")
 SIZES: tuple[tuple[int, float], ...] = ((400, 0.20), (1024, 0.50), (2048, 0.20), (8192, 0.08), (32768, 0.02))
 """(target body bytes, share): mostly ~1 KB answers, a tail of long ones."""
 
+
+def parse_sizes(text: str) -> tuple[tuple[int, float], ...]:
+    """A ``--sizes`` option: ``400:0.2,1024:0.5`` → ((400, 0.2), (1024, 0.5))."""
+    pairs = [part.split(":") for part in text.split(",") if part]
+    return tuple((int(size), float(share)) for size, share in pairs)
+
+
 _CJK = "订单延迟到达退款花了两周但是客服很有礼貌账单发票配送质量价格保修服务产品团队問題確認ありがとう"
 _CJK_TOPICS = ("退款", "配送", "账单", "客服", "品質")
 _INVALID_CONTENT = (

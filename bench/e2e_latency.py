@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench.e2e_worker import (
+    BACKOFF_PAIR,
     HEADERS,
     RESULTS,
     add_run_options,
@@ -40,7 +41,7 @@ from bench.e2e_worker import (
     wait_group,
 )
 from gpu_stage import synth
-from llmpipe.kafka_io import TXN_RETRY_BACKOFF_MS, KafkaSettings, Producer, delete_topics
+from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
 
 log = logging.getLogger("bench.e2e_latency")
 
@@ -186,8 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.compare_txn_backoff:
         out = args.out or RESULTS / f"latency-txn-backoff-{platform.node() or 'host'}-{args.backend}.json"
-        values = (100, TXN_RETRY_BACKOFF_MS)
-        return paired_runs(args, run_and_print, _backoff_pair, out, "txn_retry_backoff_ms", values,
+        return paired_runs(args, run_and_print, _backoff_pair, out, "txn_retry_backoff_ms", BACKOFF_PAIR,
                            args.compare_txn_backoff)  # fmt: skip
     if args.compare_commit_overlap:
         out = args.out or RESULTS / f"latency-commit-overlap-{platform.node() or 'host'}-{args.backend}.json"

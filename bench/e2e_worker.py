@@ -365,14 +365,19 @@ def compare_txn_backoff(args: argparse.Namespace) -> int:
         return {"ratio_to_baseline": round(ratio, 3)}
 
     out = args.out or RESULTS / f"e2e-txn-backoff-{platform.node() or 'host'}-{args.backend}.json"
-    values = (100, TXN_RETRY_BACKOFF_MS)
-    return paired_runs(args, _run_and_print, rate_ratio, out, "txn_retry_backoff_ms", values, args.compare_txn_backoff)
+    return paired_runs(
+        args, _run_and_print, rate_ratio, out, "txn_retry_backoff_ms", BACKOFF_PAIR, args.compare_txn_backoff
+    )
 
 
 def _run_and_print(run_args: argparse.Namespace) -> dict[str, Any]:
     result = run(run_args)
     _print_run(run_args, result)
     return result
+
+
+BACKOFF_PAIR = (100, TXN_RETRY_BACKOFF_MS)
+"""``--compare-txn-backoff``'s ``--txn-retry-backoff-ms``: librdkafka's default (the baseline), then the worker's."""
 
 
 def paired_overlap_runs(

@@ -21,7 +21,6 @@ import fastavro
 import numpy as np
 
 from bench import corpus
-from bench.__main__ import _sizes
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.lane import CpuExecutor, LaneTransform
 from gpu_stage.backends.native import NativeBackend
@@ -69,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.lane_share", description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=corpus.CorpusConfig.seed)
-    p.add_argument("--sizes", type=_sizes, default=corpus.SIZES, help="body size mix, e.g. 1024:1 for 1 KB only")
+    p.add_argument("--sizes", type=corpus.parse_sizes, default=corpus.SIZES,
+                   help="body size mix, e.g. 1024:1 for 1 KB only")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     cfg = corpus.CorpusConfig(records=args.records, seed=args.seed, sizes=args.sizes)
