@@ -42,6 +42,7 @@ from bench.e2e_worker import (
 )
 from gpu_stage import synth
 from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
+from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.e2e_latency")
 
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run once, print the percentiles, write the JSON result."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging("INFO")
     p = argparse.ArgumentParser(prog="python -m bench.e2e_latency", description=__doc__)
     add_run_options(p, records=100_000, batch_records=2_000, batch_wait_ms=20)
     p.add_argument("--rate", type=float, default=10_000, help="offered records/s")

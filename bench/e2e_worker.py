@@ -44,6 +44,7 @@ from llmpipe.kafka_io import (
     read_topic,
 )
 from llmpipe.record import TypedRecord
+from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.e2e_worker")
 
@@ -319,7 +320,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run once, print the figures, write the JSON result."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging("INFO")
     p = argparse.ArgumentParser(prog="python -m bench.e2e_worker", description=__doc__)
     add_run_options(p, records=200_000, batch_records=20_000, batch_wait_ms=200)
     p.add_argument("--pool", type=int, default=100_000, help="distinct bodies generated (then cycled)")

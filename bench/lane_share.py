@@ -26,6 +26,7 @@ from gpu_stage.backends.lane import CpuExecutor, LaneTransform
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.bench_transform import write_result
 from gpu_stage.synth import batch
+from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.lane_share")
 
@@ -64,7 +65,7 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
 
 def main(argv: list[str] | None = None) -> int:
     """Generate the corpus, count, print, write the JSON."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging("INFO")
     p = argparse.ArgumentParser(prog="python -m bench.lane_share", description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--seed", type=int, default=corpus.CorpusConfig.seed)

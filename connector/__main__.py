@@ -23,6 +23,7 @@ from connector.requests import BodyOptions, response_format
 from connector.sources import FileSource, KafkaSource, Partition, Source
 from llmpipe import aio, kafka_io, runtime
 from llmpipe.errors import ConfigError, PipelineError
+from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("connector")
 
@@ -109,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"connector: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(s.log_level)
     # httpx writes one INFO line per request: at thousands of requests/s that formatting and writing
     # cost about a tenth of the process's CPU. Outcomes are counted in the metrics instead.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -10,11 +9,12 @@ from demo.run import Demo
 from demo.settings import load
 from demo.summary import render
 from llmpipe.errors import PipelineError
+from llmpipe.runtime import configure_logging
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run once; 0 when every check held, 1 when a check failed, 2 when the run itself failed."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging("WARNING")
     settings = load(argv)
     try:
         report = Demo(settings).run()

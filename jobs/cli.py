@@ -26,6 +26,7 @@ from jobs.typed_table import (
 from llmpipe.errors import PipelineError
 from llmpipe.kafka_io import KafkaSettings
 from llmpipe.record import TypedRecord
+from llmpipe.runtime import configure_logging
 from llmpipe.settings import env_option, parse_args
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def settings_from_args(args: argparse.Namespace) -> JobSettings:
 
 def run(build_job: BuildJob, p: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     """Parse options, build the job on a fresh TableEnvironment, run it; 0 on success, 1 on failure."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging("INFO")
     args = parse_args(p, argv)
     try:
         settings = settings_from_args(args)

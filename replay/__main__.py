@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from llmpipe.errors import PipelineError
 from llmpipe.kafka_io import KafkaSettings
+from llmpipe.runtime import configure_logging
 from llmpipe.settings import env_option, parse_args
 from replay.replayer import Outcome, Replayer, ReplaySettings
 from replay.selection import Selection
@@ -65,7 +66,7 @@ def report(outcome: Outcome, dry_run: bool) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 on success, 2 on bad options, 1 on a Kafka failure (nothing uncommitted is visible)."""
     args = parse_args(parser(), argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(args.log_level)
     try:
         settings = settings_from(args)
     except PipelineError as exc:

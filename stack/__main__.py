@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import shutil
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from llmpipe.errors import PipelineError
 from llmpipe.kafka_io import KafkaSettings, create_topics
+from llmpipe.runtime import configure_logging
 from llmpipe.settings import env_option
 from stack import broker, jars
 
@@ -41,7 +41,7 @@ def _topics(spec: str) -> dict[str, int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one stack command; exit 0 on success."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging("INFO")
     args = _parser().parse_args(argv)
     root = Path(args.dir).resolve()
     try:

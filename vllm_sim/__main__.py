@@ -16,6 +16,7 @@ import sys
 from aiohttp import web
 
 from llmpipe import aio
+from llmpipe.runtime import configure_logging
 from vllm_sim.config import DEFAULT_MIX, FaultRates, Latency, SimConfig
 from vllm_sim.server import Simulator
 
@@ -98,7 +99,7 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(args.log_level)
     log.info("event loop: %s", aio.loop_name())
     aio.run(serve(config_from(args), args.host, args.port))
     return 0
