@@ -104,7 +104,7 @@ def numba_from_pool() -> bool:
     """Make numba-cuda's device arrays (the device lane's buffers) come from RMM's current resource.
 
     numba allocates with the CUDA driver unless told otherwise, so without this the lane's buffers
-    (4.55x a batch for two in flight) would sit outside the cap. It must come before numba makes its
+    (several times a batch's bytes for two in flight) would sit outside the cap. It must come before numba makes its
     CUDA context (a context keeps the allocator it was made with), hence before cuDF is first
     imported. False where RMM or numba-cuda is missing (no GPU stack here) or refuses the plugin.
     """
