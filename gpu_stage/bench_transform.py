@@ -375,9 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.backends.split(",") if n]
     packed_modes = ["stream", "pinned", "serial"] if args.serial else ["stream", "pinned"]
     modes = {"objects": [""], "packed": packed_modes, "pinned": ["pinned"], "both": ["", *packed_modes]}[args.input]
+    piece = None if args.write_piece_mib is None else args.write_piece_mib << 20
     runs = []
     for name in names:
-        piece = None if args.write_piece_mib is None else args.write_piece_mib << 20
         backend = make_backend(name, args.gpu_pool_bytes, piece)
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
