@@ -1,11 +1,12 @@
 """``python -m bench.lane_share``: which bodies of a bench corpus the device lane leaves to the native core, and why.
 
-The device lane takes the bodies inside its subset; the others (dead letters, content the schema
-rejects, JSON outside the subset) go to the native core, whose time on its threads bounds the GPU
-backend where that share is large. This runs pass 1 of the lane compiled for the CPU (the device's
-code, so the same rows) over a generated corpus and sorts the rows it leaves by what the native core
-made of them: each dead letter by its reason, each row with invalid content by its error code's
-kind, the rest as outside the lane's subset. No GPU needed; not a speed figure.
+The device lane takes the bodies inside its subset, upstream error bodies and content the schema
+rejects included; the others (the other dead letters, JSON outside the subset) go to the native
+core, whose time on its threads bounds the GPU backend where that share is large. This runs pass 1
+of the lane compiled for the CPU (the device's code, so the same rows) over a generated corpus and
+sorts the rows it leaves by what the native core made of them: each dead letter by its reason, each
+row with invalid content by its error code's kind, the rest as outside the lane's subset. No GPU
+needed; not a speed figure.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from bench import corpus
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.lane import CpuExecutor, LaneTransform
+from gpu_stage.backends.lane_rows import NOT_TAKEN, UPSTREAM_ERROR
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.bench_transform import write_result
 from gpu_stage.synth import batch
@@ -35,7 +37,8 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
     """The rows of ``values`` (one batch) the lane leaves, counted by what the native core made of them."""
     settings = settings or TransformSettings()
     raw = batch(values)
-    left = np.flatnonzero(LaneTransform(settings, CpuExecutor).measure(raw) < 0).tolist()
+    sizes = LaneTransform(settings, CpuExecutor).measure(raw)
+    left = np.flatnonzero(sizes == NOT_TAKEN).tolist()
     result = NativeBackend(settings).parse(raw)
     dead = {b.offset: b for b in result.bad}
     encoded = result.encoded
@@ -59,6 +62,7 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
         "left_to_native": len(left),
         "left_share": round(len(left) / max(len(values), 1), 4),
         "dead_letters": len(result.bad),
+        "dead_letters_of_the_lane": int(np.count_nonzero(sizes == UPSTREAM_ERROR)),
         "by_kind": dict(kinds.most_common()),
     }
 

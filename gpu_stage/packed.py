@@ -15,6 +15,7 @@ of a batch (a result's keys, a test) takes either.
 from __future__ import annotations
 
 import functools
+import heapq
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -242,6 +243,19 @@ class PackedBatch:
         )
 
 
+# A dead letter as the native core reports it: batch position, reason code, error text.
+Found = Sequence[tuple[int, str, str]]
+
+
+def merge_found(first: Found, second: Found) -> Found:
+    """Two lists of dead letters, each in batch order, as one in batch order."""
+    if not second:
+        return first
+    if not first:
+        return second
+    return list(heapq.merge(first, second, key=lambda found: found[0]))
+
+
 class DeadLetters(_Lazy[BadRecord]):
     """A packed batch's dead letters, each made into a :class:`BadRecord` when read.
 
@@ -255,6 +269,10 @@ class DeadLetters(_Lazy[BadRecord]):
         super().__init__(len(found))
         self._batch, self._stage, self._found = batch, stage, found
         self._made: list[BadRecord] | None = None
+
+    def with_found(self, more: Found) -> DeadLetters:
+        """These dead letters and ``more`` of the same batch (in batch order), in batch order."""
+        return DeadLetters(self._batch, self._stage, merge_found(self._found, more))
 
     def _item(self, i: int) -> BadRecord:
         return self._records()[i]

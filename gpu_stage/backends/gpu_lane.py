@@ -235,7 +235,7 @@ class CudaExecutor(Executor):
         blocks = (n + THREADS - 1) // THREADS
         for lo, hi in pieces:
             self.fns.write[blocks, THREADS, stream](
-                a["values"], a["record"][0], a["record"][3], a["slots"], self._tables[0], self.nprops,
+                a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops,
                 *a["content"], *a["records"], device_starts, lo, hi, device_out,
             )  # fmt: skip
             device_out[: hi - lo].copy_to_host(out[lo:hi], stream=stream)

@@ -8,8 +8,9 @@ Per batch (:meth:`Lane.run`): the native core packs the values into one buffer a
 columns that come from the record rather than the body (``request_id``, ``latency_ms`` +
 ``attributes``); pass 1 walks every body and returns its encoded size or -1; the host turns the sizes
 into offsets (a prefix sum over ``n`` integers); pass 2 writes every taken row's datum into one
-buffer, which comes back in one copy. Bodies the lane does not take (dead letters, rare shapes) are
-transformed by the native core, and the two results are merged in batch order.
+buffer, which comes back in one copy. Pass 1 also finds upstream error bodies, whose dead letters
+the host makes. Bodies the lane does not take (the other dead letters, rare shapes) are transformed
+by the native core, and the two results are merged in batch order.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.backends import lane_rows as rows_mod
+from gpu_stage.backends.base import dead_letter
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
-from gpu_stage.packed import PackedBatch, last_end
+from gpu_stage.extract import UPSTREAM_ERROR_TEXT
+from gpu_stage.packed import Found, PackedBatch, last_end, merge_found
+from llmpipe.dlq import Reason
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
 
@@ -215,9 +219,16 @@ class ContentTables:
         enum_values: list[bytes] = []
         for j, name in enumerate(names):
             enum_values += _property_row(props[name], ptab[j], pmin, pmax, j, len(enum_values))
+        ptab[:, rows_mod.P_REQUIRED] = -1
         required = 0
-        for name in schema.get("required") or []:
-            required = -1 if name not in props or required == -1 else required | (1 << names.index(name))
+        for rank, name in enumerate(schema.get("required") or []):
+            if name not in props:  # always missing: the native core writes that error
+                required = -1
+                break
+            j = names.index(name)
+            required |= 1 << j
+            if ptab[j, rows_mod.P_REQUIRED] < 0:
+                ptab[j, rows_mod.P_REQUIRED] = rank
         pnames, pends = _packed([n.encode() for n in names])
         enames, eends = _packed(enum_values)
         closed = schema.get("additionalProperties") is False
@@ -470,11 +481,25 @@ def sub_batch(batch: RawBatch, positions: I64, columns: tuple[I64, I64, I64] | N
     )
 
 
-def combine(batch: RawBatch, fast: EncodedRows, rest: ParseResult, rest_positions: I64) -> ParseResult:
-    """The lane's rows plus the native core's result for the bodies it did not take, in batch order."""
-    slow = rest.encoded
+def combine(
+    batch: RawBatch, fast: EncodedRows, rest: tuple[EncodedRows, Found], rest_positions: I64, upstream: I64, stage: str
+) -> ParseResult:
+    """The lane's rows and dead letters plus the native core's for the bodies the lane left, in batch order.
+
+    ``rest`` is the native core's result on the sub-batch of ``rest_positions``; ``upstream`` are the
+    positions of the error bodies the lane found.
+    """
+    slow, found = rest
     slow_rows = EncodedRows(slow.buf, slow.offsets, rest_positions[slow.rows], [])
-    return ParseResult(merge(batch, fast, slow_rows), rest.bad)
+    at = rest_positions.tolist()
+    dead = merge_found([(at[i], reason, text) for i, reason, text in found], upstream_found(upstream))
+    bad = [dead_letter(batch, i, stage, Reason(reason), text) for i, reason, text in dead]
+    return ParseResult(merge(batch, fast, slow_rows), bad)
+
+
+def upstream_found(positions: I64) -> list[tuple[int, str, str]]:
+    """The dead letters of the error bodies pass 1 found (semantics §1 check 4), as the native core reports them."""
+    return [(i, Reason.UPSTREAM_ERROR.value, UPSTREAM_ERROR_TEXT) for i in positions.tolist()]
 
 
 class Executor:
@@ -511,7 +536,7 @@ class Executor:
         raise NotImplementedError
 
     def sizes(self, handle: Any) -> I64:
-        """Wait for pass 1: each row's encoded size, -1 where the lane does not take it."""
+        """Wait for pass 1: each row's encoded size, or ``lane_rows.NOT_TAKEN`` / ``UPSTREAM_ERROR``."""
         raise NotImplementedError
 
     def submit_write(self, handle: Any, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
@@ -604,7 +629,7 @@ class CpuExecutor(Executor):
         rows = (li.partitions, li.offsets, li.timestamps)
         keys, _, _, headers, _ = li.record_columns()
         self.fns.write(
-            handle.values, keys, headers, handle.slots, t.ptab, t.nprops, *handle.content,
+            handle.values, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content,
             *rows, starts, 0, total, target,
         )  # fmt: skip
 
@@ -644,7 +669,7 @@ class LaneTransform:
         self.packed = PackedLane(self.native, self.executor, self.clock)
 
     def measure(self, batch: RawBatch) -> I64:
-        """Pass 1 alone: each row's encoded size, -1 where the lane leaves the row to the native core."""
+        """Pass 1 alone: each row's encoded size, or ``NOT_TAKEN`` (the native core's) or ``UPSTREAM_ERROR``."""
         if not len(batch):
             return np.zeros(0, dtype=np.int64)
         li = LaneInput.of(self.native._core, batch, self.executor.staging, int_columns(batch))
@@ -660,13 +685,14 @@ class LaneTransform:
             li = LaneInput.of(self.native._core, batch, self.executor.staging, columns)
         sizes, taken, offsets, buf = self.executor.encode(li, n)
         fast = EncodedRows(buf, offsets, taken, [])
-        rest_positions = np.flatnonzero(sizes < 0)
+        rest_positions = np.flatnonzero(sizes == rows_mod.NOT_TAKEN)
         with self.clock.stage("lane_rest_native"):
-            rest = self.native.parse(sub_batch(batch, rest_positions, columns))
+            rest = self.native.run(sub_batch(batch, rest_positions, columns))
         self.rows += n
-        self.taken_rows += len(taken)
+        self.taken_rows += n - len(rest_positions)
         with self.clock.stage("lane_merge"):
-            return combine(batch, fast, rest, rest_positions)
+            upstream = np.flatnonzero(sizes == rows_mod.UPSTREAM_ERROR)
+            return combine(batch, fast, rest, rest_positions, upstream, self.native.settings.stage)
 
 
 class CpuLaneBackend:

@@ -33,11 +33,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.backends.lane import I64, Executor, LaneInput
+from gpu_stage.backends.lane import I64, Executor, LaneInput, upstream_found
+from gpu_stage.backends.lane_rows import NOT_TAKEN, UPSTREAM_ERROR
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult
-from gpu_stage.packed import PackedBatch, Picked, last_end
+from gpu_stage.packed import DeadLetters, PackedBatch, Picked, last_end
 from llmpipe.dlq import BadRecord
 
 U8 = npt.NDArray[np.uint8]
@@ -197,18 +198,20 @@ class PackedLane:
                 job.sizes = self.executor.sizes(job.handle)
         return job
 
-    def _rest_rows(self, job: _Job) -> tuple[I64, tuple[bytes, I64, I64, Sequence[BadRecord]]]:
+    def _rest_rows(self, job: _Job) -> tuple[I64, tuple[bytes, I64, I64, DeadLetters]]:
         """The rows the lane did not take, and the native core's result for them."""
-        slow = np.flatnonzero(job.sizes < 0)
+        slow = np.flatnonzero(job.sizes == NOT_TAKEN)
         with self.clock.stage("lane_rest_native"):
             return slow, self.native.run_packed(job.batch, slow)
 
-    def _middle(self, job: _Job, rest: tuple[I64, tuple[bytes, I64, I64, Sequence[BadRecord]]]) -> None:
+    def _middle(self, job: _Job, rest: tuple[I64, tuple[bytes, I64, I64, DeadLetters]]) -> None:
         """Every good row's offset in batch order; queue pass 2 for the lane's rows."""
         n = len(job.batch)
         if n == 0:
             return
-        slow, (rest_buf, rest_ends, rest_rows, job.bad) = rest
+        slow, (rest_buf, rest_ends, rest_rows, bad) = rest
+        upstream = np.flatnonzero(job.sizes == UPSTREAM_ERROR)
+        job.bad = bad.with_found(upstream_found(upstream)) if len(upstream) else bad
         with self.clock.stage("lane_offsets"):
             job.rows, job.offsets, starts, rest_starts = _offsets(job.sizes, rest_rows, rest_ends)
         total = int(job.offsets[-1])
@@ -243,7 +246,7 @@ class PackedLane:
 def _offsets(sizes: I64, rest_rows: I64, rest_ends: I64) -> tuple[I64, I64, I64, I64]:
     """A batch's good rows, their offsets, each lane row's start (-1 for the others) and the native rows' starts.
 
-    ``sizes`` are pass 1's (-1 where the lane left the row); the native core's good rows are
+    ``sizes`` are pass 1's (negative where the lane wrote no row); the native core's good rows are
     ``rest_rows``, encoded back to back up to ``rest_ends``. One native pass, without the GIL.
     """
     import llmpipe_native

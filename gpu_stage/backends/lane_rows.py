@@ -4,22 +4,23 @@ Pass 1 (:func:`measure_row`) walks a body once, checks everything ``gpu_stage/se
 of a good row, records where each column's value lies (``slots``), decodes the first choice's content
 and tool arguments in place (a decoded string is never longer than its JSON spelling, and the walk
 never reads a string twice), parses and validates the content there, and returns the row's encoded
-size, or -1 when the lane does not take the body. So pass 1 changes the values it reads: the device
-works on its own copy of them, and the CPU build copies them first. Pass 2
-(:func:`write_row`) writes the datum at its offset from those slots. Both share :func:`emit`, so the
+size, or :data:`NOT_TAKEN` when the lane does not take the body. So pass 1 changes the values it
+reads: the device works on its own copy of them, and the CPU build copies them first. Pass 2
+(:func:`write`) writes the datum at its offset from those slots. Both share :func:`emit`, so the
 size and the bytes cannot disagree.
 
 The lane takes the common shape only: at most one choice, no ``metadata`` object, no unknown
-top-level key with a non-null value, integer ``created``, content that is prose or valid for the
-content schema, tool arguments that are a flat object (or not an object at all), and the JSON subset
-of :mod:`gpu_stage.backends.lane_json`. Everything else, every dead letter included, returns -1 and is
-done by the native core, so the lane never has to reproduce an error text.
+top-level key with a non-null value, integer ``created``, content that is prose, valid for the content
+schema or rejected by it (its error text written here), tool arguments that are a flat object (or not
+an object at all), and the JSON subset of :mod:`gpu_stage.backends.lane_json`. Of the dead letters it
+finds only upstream error bodies (:data:`UPSTREAM_ERROR`; their text is one constant). Everything
+else, every other dead letter included, is :data:`NOT_TAKEN` and done by the native core.
 
 Same source for CUDA and the CPU (see :mod:`gpu_stage.backends.lane_json`).
 """
 
 # mypy: disable-error-code="no-untyped-def"
-# ruff: noqa: C901, PLR0915
+# ruff: noqa: C901, PLR0915, SIM110
 from __future__ import annotations
 
 import math
@@ -90,11 +91,19 @@ PROMPT = 36
 COMPLETION = 37
 TOTAL = 38
 CACHED = 39
-CONTENT_STATE = 40  # 0 prose (content null), 1 valid
+CONTENT_STATE = 40  # 0 prose (content null), 1 valid, 2 invalid (its error in the ERROR_* slots)
 TOOL_VALID = 41  # -1 null, 0 false, 1 true
 TOOL_MODE = 42  # 0 the arguments string as sent, 1 compact JSON text (both decoded in place)
 # 43 to RECORD_END: the record columns (``lane_record``).
-NSLOTS = RECORD_END
+# An invalid content's error: its code (an index in CONTENT_ERRORS) and the name it ends with: a
+# property index (ERROR_AT), or for ``additional`` the key's span in the decoded content.
+ERROR_CODE = RECORD_END
+ERROR_AT = RECORD_END + 1
+ERROR_END = RECORD_END + 2
+NSLOTS = RECORD_END + 3
+# Pass 1's result for a row besides its size: left to the native core, or an upstream error body.
+NOT_TAKEN = -1
+UPSTREAM_ERROR = -2
 
 # Key tables (names back to back, ends): top level, a choice, a message, usage, details, tool call,
 # function. Top-level indices 0..10 are the keys semantics §2 does not copy into ``extra``.
@@ -118,6 +127,18 @@ DETAIL_KEYS = ("cached_tokens",)
 CALL_KEYS = ("function",)
 FUNCTION_KEYS = ("name", "arguments")
 OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
+# The keys semantics §1 check 4 reads: an error body has ``object == "error"`` or a non-null ``error``.
+ERROR_BODY_KEYS = ("object", "error")
+# Content error texts (semantics §4), a property's or key's name appended to those ending in a colon.
+CONTENT_ERRORS = ("not_an_object", "missing:", "additional:", "type:", "enum:", "minimum:", "maximum:", "items:")
+E_NOT_OBJECT = 0
+E_MISSING = 1
+E_ADDITIONAL = 2
+E_TYPE = 3
+E_ENUM = 4
+E_MINIMUM = 5
+E_MAXIMUM = 6
+E_ITEMS = 7
 
 
 def pack(names: tuple[str, ...]) -> tuple[Any, Any]:
@@ -134,6 +155,8 @@ DETAIL_NAMES, DETAIL_ENDS = pack(DETAIL_KEYS)
 CALL_NAMES, CALL_ENDS = pack(CALL_KEYS)
 FUNCTION_NAMES, FUNCTION_ENDS = pack(FUNCTION_KEYS)
 OBJECT_NAMES, OBJECT_ENDS = pack(OBJECTS)
+ERROR_BODY_NAMES, ERROR_BODY_ENDS = pack(ERROR_BODY_KEYS)
+ERROR_TEXTS, ERROR_TEXT_ENDS = pack(CONTENT_ERRORS)
 
 # Content property table columns (int64 ``ptab[j, col]``) and flags.
 P_KIND = 0  # 0 string, 1 number, 2 integer, 3 boolean
@@ -143,7 +166,8 @@ P_MIN_I = 3
 P_MAX_I = 4
 P_ENUM_FIRST = 5
 P_ENUM_LAST = 6
-PTAB_COLS = 7
+P_REQUIRED = 7  # the property's position in ``required`` (the order its ``missing`` errors follow), else -1
+PTAB_COLS = 8
 F_MIN = 1
 F_MAX = 2
 F_MIN_INT = 4
@@ -556,66 +580,127 @@ def object_kind(b, s, e):
 
 
 @jit
-def content_scalar(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd):
-    """One scalar of content property ``j`` at ``p`` (an array item too): its end, or -1 when not taken.
+def wrong_type(sc, p, e):
+    """A value of the wrong type at ``p``: ``(its end, E_TYPE)`` once it is checked as JSON, else ``(-1, 0)``."""
+    end = skip_value(sc, p, e, True)
+    return (end, E_TYPE) if end >= 0 else (-1, 0)
 
-    Wrong types and failed checks are not taken: the native core writes their error codes.
+
+@jit
+def error_body(b, s, e):
+    """Whether ``b[s:e]`` is an object of strict JSON that semantics §1 check 4 calls an error body.
+
+    ``object`` is ``"error"`` or ``error`` is present and not null. Such a body is an upstream error
+    whatever its other members hold (checks 5 to 8 come after), so every value is only checked as
+    JSON here. False also when the lane cannot tell: JSON outside its subset, a repeated key.
+    """
+    p, closed = open_object(b, skip_ws(b, s, e), e)
+    seen = 0
+    error = False
+    while closed == 0:
+        index, p, seen = member(b, p, e, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2, seen, False)
+        if index == 0:
+            error = error or is_error_string(b, p, e)
+        elif index == 1:
+            error = error or not is_null(b, p, e)
+        if index >= 0:
+            p = skip_value(b, p, e, True)
+        p, closed = next_member(b, p, e)
+    return p >= 0 and skip_ws(b, p, e) == e and error
+
+
+@jit
+def is_error_string(b, p, e):
+    """Whether the value at ``p`` is the string ``"error"`` (an escape never spells a letter of it)."""
+    if p + 7 > e or b[p] != QUOTE or b[p + 6] != QUOTE:
+        return False
+    for k in range(5):
+        if b[p + 1 + k] != ERROR_BODY_NAMES[6 + k]:  # "error", after "object"
+            return False
+    return True
+
+
+@jit
+def content_scalar(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd):
+    """One scalar of content property ``j`` at ``p`` (an array item too): ``(end, error code or 0)``.
+
+    ``(-1, 0)`` when not taken (the native core decides): JSON outside the lane's subset, escapes in
+    a string property's value, a double for an integer property, a comparison the lane cannot make
+    exactly. A failed check gives the value's end and the code of semantics §4.
     """
     kind = ptab[j, P_KIND]
     c = sc[p]
     if kind == 0:
         if c != QUOTE:
-            return -1
+            return wrong_type(sc, p, e)
         end, _ = scan_string(sc, p, e, False)
-        if end < 0 or ((ptab[j, P_FLAGS] & F_ENUM) and not in_enum(sc, p + 1, end - 1, j, ptab, enames, eends)):
-            return -1
+        if end < 0:
+            return -1, 0
+        if (ptab[j, P_FLAGS] & F_ENUM) and not in_enum(sc, p + 1, end - 1, j, ptab, enames, eends):
+            return end, E_ENUM
         cs[r, j] = p + 1
         ce[r, j] = end - 1
-        return end
+        return end, 0
     if kind == 3:
         end, value = literal(sc, p, e)
-        if end < 0 or value < 0:
-            return -1
+        if end < 0:
+            return wrong_type(sc, p, e)
+        if value < 0:
+            return end, E_TYPE
         cv[r, j] = value
-        return end
+        return end, 0
     if not (c == 45 or 48 <= c <= 57):
-        return -1
+        return wrong_type(sc, p, e)
     end, num, ivalue, dvalue = scan_number(sc, p, e)
+    if end < 0:
+        return -1, 0
     if kind == 2:
-        if num != 1 or not int_in_bounds(ivalue, j, ptab, pmin, pmax):
-            return -1
-        cv[r, j] = ivalue
-        return end
+        if num != 1:
+            return -1, 0
+        code = int_bounds(ivalue, j, ptab, pmin, pmax)
+        if code == 0:
+            cv[r, j] = ivalue
+        return (end, code) if code >= 0 else (-1, 0)
     if num == 1:
         if ivalue >= MAX_EXACT or ivalue <= -MAX_EXACT:
-            return -1
+            return -1, 0
         dvalue = float(ivalue)
     elif num != 2:
-        return -1
+        return -1, 0
     flags = ptab[j, P_FLAGS]
-    if ((flags & F_MIN) and dvalue < pmin[j]) or ((flags & F_MAX) and dvalue > pmax[j]):
-        return -1
+    if (flags & F_MIN) and dvalue < pmin[j]:
+        return end, E_MINIMUM
+    if (flags & F_MAX) and dvalue > pmax[j]:
+        return end, E_MAXIMUM
     cd[r, j] = dvalue
-    return end
+    return end, 0
 
 
 @jit
-def int_in_bounds(value, j, ptab, pmin, pmax):
-    """Whether an integer property value meets its minimum and maximum (integer or exact double bounds)."""
+def int_bounds(value, j, ptab, pmin, pmax):
+    """An integer property value against its minimum, then its maximum: 0, ``E_MINIMUM``, ``E_MAXIMUM``.
+
+    -1 when a bound is a double the value cannot be compared with exactly here.
+    """
     flags = ptab[j, P_FLAGS]
+    inexact = value >= MAX_EXACT or value <= -MAX_EXACT
     if flags & F_MIN:
         if flags & F_MIN_INT:
             if value < ptab[j, P_MIN_I]:
-                return False
-        elif value >= MAX_EXACT or value <= -MAX_EXACT or float(value) < pmin[j]:
-            return False
+                return E_MINIMUM
+        elif inexact:
+            return -1
+        elif float(value) < pmin[j]:
+            return E_MINIMUM
     if flags & F_MAX:
         if flags & F_MAX_INT:
             if value > ptab[j, P_MAX_I]:
-                return False
-        elif value >= MAX_EXACT or value <= -MAX_EXACT or float(value) > pmax[j]:
-            return False
-    return True
+                return E_MAXIMUM
+        elif inexact:
+            return -1
+        elif float(value) > pmax[j]:
+            return E_MAXIMUM
+    return 0
 
 
 @jit
@@ -639,28 +724,35 @@ def in_enum(sc, s, e, j, ptab, enames, eends):
 
 @jit
 def content_value(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd):
-    """The value of content property ``j`` at ``p``: a scalar, or an array of them (span and count kept)."""
+    """The value of content property ``j`` at ``p``, a scalar or an array of them: ``(end, error code or 0)``.
+
+    A valid array keeps its span and count; an array with an item of the wrong type is ``E_ITEMS``.
+    ``(-1, 0)`` when not taken.
+    """
     if ptab[j, P_FLAGS] & F_SLOW:
-        return -1
+        return -1, 0
     if not ptab[j, P_ARRAY]:
-        end = content_scalar(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd)
-        if end >= 0:
-            cs[r, j] = p if ptab[j, P_KIND] != 0 else cs[r, j]
-            ce[r, j] = end if ptab[j, P_KIND] != 0 else ce[r, j]
-        return end
+        end, code = content_scalar(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd)
+        if end >= 0 and code == 0 and ptab[j, P_KIND] != 0:
+            cs[r, j] = p
+            ce[r, j] = end
+        return end, code
     if sc[p] != LBRACK:
-        return -1
+        return wrong_type(sc, p, e)
     q = skip_ws(sc, p + 1, e)
     count = 0
+    error = 0
     if q < e and sc[q] == RBRACK:
         q += 1
     else:
         while True:
             if q >= e:
-                return -1
-            q = content_scalar(sc, q, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd)
+                return -1, 0
+            q, code = content_scalar(sc, q, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd)
             if q < 0:
-                return -1
+                return -1, 0
+            if code != 0:
+                error = E_ITEMS
             count += 1
             q = skip_ws(sc, q, e)
             if q < e and sc[q] == COMMA:
@@ -669,22 +761,32 @@ def content_value(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, c
             if q < e and sc[q] == RBRACK:
                 q += 1
                 break
-            return -1
+            return -1, 0
     cs[r, j] = p
     ce[r, j] = q
     cv[r, j] = count
-    return q
+    return q, error
 
 
 @jit
 def content_object(
-    sc, p, e, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, r, cs, ce, cv, cd
+    sc, p, e, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, slots, r, cs, ce, cv, cd
 ):
-    """The content object ``sc[p:e]`` against the schema: 1 when valid, -1 when not taken."""
+    """The content object ``sc[p:e]`` against the schema: 1 valid, 2 invalid (error in the slots), -1 not taken.
+
+    The whole object is checked as JSON first (invalid JSON is the native core's), then the first
+    violation is the one semantics §4 names: a missing required property (in ``required``'s order),
+    an additional key (body order), then each present property's check in schema order.
+    """
+    if required < 0:
+        return -1
     for j in range(nprops):
         cs[r, j] = -1
     q, closed = open_object(sc, p, e)
     seen = 0
+    failed = 0
+    extra_at = -1
+    extra_end = -1
     while closed == 0:
         end, _ = scan_string(sc, q, e, False)
         if end < 0:
@@ -703,6 +805,7 @@ def content_object(
                     j = k
                     break
             start = stop
+        key = q + 1
         q = skip_ws(sc, end, e)
         if q >= e or sc[q] != 58:
             return -1
@@ -710,25 +813,55 @@ def content_object(
         if q >= e:
             return -1
         if j < 0:
-            if closed_schema:
-                return -1
-            q = skip_value(sc, q, e, False)
+            if closed_schema and extra_at < 0:
+                extra_at = key
+                extra_end = end - 1
+            q = skip_value(sc, q, e, True)
         else:
             if (seen >> j) & 1:
                 return -1
             seen |= 1 << j
-            q = content_value(sc, q, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd)
+            q, code = content_value(sc, q, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd)
+            if code != 0:
+                failed |= 1 << j
+                cv[r, j] = code  # the content is not written: its slot holds the error code
         q, closed = next_member(sc, q, e)
-    if q < 0 or skip_ws(sc, q, e) != e or (seen & required) != required:
+    if q < 0 or skip_ws(sc, q, e) != e:
         return -1
-    return 1
+    return content_verdict(ptab, nprops, required, seen, failed, extra_at, extra_end, slots, r, cv)
+
+
+@jit
+def content_verdict(ptab, nprops, required, seen, failed, extra_at, extra_end, slots, r, cv):
+    """1 when nothing failed; else 2 with the first violation's error in the row's slots."""
+    missing = required & ~seen
+    if missing == 0 and extra_at < 0 and failed == 0:
+        return 1
+    if missing != 0:
+        first = -1
+        for j in range(nprops):
+            if (missing >> j) & 1 and (first < 0 or ptab[j, P_REQUIRED] < ptab[first, P_REQUIRED]):
+                first = j
+        slots[r, ERROR_CODE] = E_MISSING
+        slots[r, ERROR_AT] = first
+    elif extra_at >= 0:
+        slots[r, ERROR_CODE] = E_ADDITIONAL
+        slots[r, ERROR_AT] = extra_at
+        slots[r, ERROR_END] = extra_end
+    else:
+        j = 0
+        while not (failed >> j) & 1:
+            j += 1
+        slots[r, ERROR_CODE] = cv[r, j]
+        slots[r, ERROR_AT] = j
+    return 2
 
 
 @jit
 def content_state(
-    sc, s, e, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, r, cs, ce, cv, cd
+    sc, s, e, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, slots, r, cs, ce, cv, cd
 ):
-    """Semantics §4 on the decoded content ``sc[s:e]``: 0 prose, 1 valid, -1 not taken."""
+    """Semantics §4 on the decoded content ``sc[s:e]``: 0 prose, 1 valid, 2 invalid, -1 not taken."""
     p = skip_ws(sc, s, e)
     q = e
     if p + 3 <= e and sc[p] == 96 and sc[p + 1] == 96 and sc[p + 2] == 96:
@@ -742,13 +875,19 @@ def content_state(
             q -= 3
         p = skip_ws(sc, p, q)
     q = trim_end(sc, p, q)
-    if p >= q or sc[p] == LBRACK:
-        return 0 if p >= q else -1
+    if p >= q:
+        return 0
+    if sc[p] == LBRACK:
+        if skip_value(sc, p, q, True) != q:
+            return -1
+        slots[r, ERROR_CODE] = E_NOT_OBJECT
+        return 2
     if sc[p] != LBRACE:
         return 0
     return content_object(
-        sc, p, q, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, r, cs, ce, cv, cd
-    )
+        sc, p, q, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, slots, r, cs, ce, cv,
+        cd,
+    )  # fmt: skip
 
 
 @jit
@@ -925,7 +1064,38 @@ def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
 
 
 @jit
-def emit(b, kb, hb, slots, r, ptab, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
+def put_content_error(b, pnames, pends, slots, r, out, q, write):
+    """``content_error``: null, or an invalid content's error text (its code, then a property's or key's name)."""
+    if slots[r, CONTENT_STATE] != 2:
+        return put_byte(out, q, 0, write)
+    code = slots[r, ERROR_CODE]
+    first = ERROR_TEXT_ENDS[code - 1] if code > 0 else 0
+    length = ERROR_TEXT_ENDS[code] - first
+    at = slots[r, ERROR_AT]
+    if code == E_ADDITIONAL:
+        name = slots[r, ERROR_END] - at
+    elif code == E_NOT_OBJECT:
+        name = 0
+    else:
+        at = pends[at - 1] if at > 0 else 0
+        name = pends[slots[r, ERROR_AT]] - at
+    q = put_long(out, put_byte(out, q, 2, write), length + name, write)
+    if not write:
+        return q + length + name
+    for k in range(length):
+        out[q + k] = ERROR_TEXTS[first + k]
+    q += length
+    if code == E_ADDITIONAL:
+        for k in range(name):
+            out[q + k] = b[at + k]
+    else:
+        for k in range(name):
+            out[q + k] = pnames[at + k]
+    return q + name
+
+
+@jit
+def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
     """The row's Avro datum, field by field in ``TypedRecord.avro`` order; the end position."""
     q = put_opt_text(kb, slots, r, KEY, False, out, q, write)  # the key, checked UTF-8 in pass 1
     q = put_opt_string(b, slots, r, ID, out, q, write)
@@ -957,12 +1127,15 @@ def emit(b, kb, hb, slots, r, ptab, nprops, cs, ce, cv, cd, part, off, ts, out, 
     q = put_opt_string(b, slots, r, TIER, out, q, write)
     q = put_byte(out, q, 0, write)  # metadata: null (an object is left to the native core)
     q = put_byte(out, put_byte(out, q, 2, write), 0, write)  # extra: an empty map
-    if slots[r, CONTENT_STATE] == 1:
+    state = slots[r, CONTENT_STATE]
+    if state == 1:
         q = put_content(b, ptab, nprops, r, cs, ce, cv, cd, out, q, write)
         q = put_byte(out, put_byte(out, q, 2, write), 1, write)
+    elif state == 2:  # content null, content_valid false
+        q = put_byte(out, put_byte(out, put_byte(out, q, 0, write), 2, write), 0, write)
     else:
         q = put_byte(out, put_byte(out, q, 0, write), 0, write)
-    q = put_byte(out, q, 0, write)  # content_error: null
+    q = put_content_error(b, pnames, pends, slots, r, out, q, write)
     q = put_long(out, put_byte(out, q, 2, write), part, write)
     q = put_long(out, put_byte(out, q, 2, write), off, write)
     if ts < 0:
@@ -1000,11 +1173,16 @@ def measure_row(
     offs,
     tss,
 ):
-    """Pass 1 for row ``r``: its encoded size, or -1 when the lane does not take it."""
+    """Pass 1 for row ``r``: its encoded size, ``UPSTREAM_ERROR`` for an error body, or ``NOT_TAKEN``."""
     s = vends[r - 1] if r > 0 else 0
     e = vends[r]
-    if e - s > max_bytes or not body(b, s, e, slots, r, b):
-        return -1
+    if e - s > max_bytes:
+        return NOT_TAKEN
+    if not body(b, s, e, slots, r, b):
+        # Tool arguments are decoded in place as they are read: a body walked that far is not read again.
+        if slots[r, TOOL_ARGS] < 0 and error_body(b, s, e):
+            return UPSTREAM_ERROR
+        return NOT_TAKEN
     if not record_columns(kb, kends, knull, hb, hends, slots, r):
         return -1
     c = slots[r, CONTENT]
@@ -1025,6 +1203,7 @@ def measure_row(
             pmax,
             enames,
             eends,
+            slots,
             r,
             cs,
             ce,
@@ -1032,7 +1211,7 @@ def measure_row(
             cd,
         )
         if state < 0:
-            return -1
+            return NOT_TAKEN
         slots[r, CONTENT_STATE] = state
     return emit(
         b,
@@ -1041,6 +1220,8 @@ def measure_row(
         slots,
         r,
         ptab,
+        pnames,
+        pends,
         nprops,
         cs,
         ce,
@@ -1122,7 +1303,7 @@ def measure(
 
 
 @kernel
-def write(b, kb, hb, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, starts, lo, hi, out):
+def write(b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, lo, hi, out):
     """Pass 2: each taken row whose datum starts in ``[lo, hi)`` written at ``starts[r] - lo``.
 
     ``starts[r]`` is -1 where the row is not taken (nothing written). The bounds let the output be
@@ -1140,6 +1321,8 @@ def write(b, kb, hb, slots, ptab, nprops, cs, ce, cv, cd, parts, offs, tss, star
                 slots,
                 r,
                 ptab,
+                pnames,
+                pends,
                 nprops,
                 cs,
                 ce,

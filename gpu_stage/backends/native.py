@@ -70,6 +70,14 @@ class NativeBackend:
         """Parse and encode one batch (pure: same batch, same result)."""
         if len(batch) == 0:
             return ParseResult(EncodedRows(), [])
+        encoded, bad = self.run(batch)
+        dead = [self._dead_letter(batch, i, reason, text) for i, reason, text in bad]
+        return ParseResult(encoded, dead)
+
+    def run(self, batch: RawBatch) -> tuple[EncodedRows, list[tuple[int, str, str]]]:
+        """:meth:`parse`'s rows, and its dead letters as found: position, reason code and error text each."""
+        if len(batch) == 0:
+            return EncodedRows(), []
         buf, ends, positions, bad = self._core.run(
             list(batch.values),
             list(batch.keys),
@@ -83,8 +91,7 @@ class NativeBackend:
         offsets = np.zeros(len(rows) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(ends, dtype="<i8")
         keys = [batch.keys[i] for i in rows.tolist()]
-        dead = [self._dead_letter(batch, i, reason, text) for i, reason, text in bad]
-        return ParseResult(EncodedRows(buf, offsets, rows, keys), dead)
+        return EncodedRows(buf, offsets, rows, keys), list(bad)
 
     def run_packed(self, batch: PackedBatch, positions: I64 | None = None) -> tuple[bytes, I64, I64, DeadLetters]:
         """The records at ``positions`` (increasing; None: all) of a packed batch, read in place.

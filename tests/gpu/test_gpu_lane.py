@@ -19,13 +19,27 @@ from gpu_stage import synth
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.batch import RawBatch
+from llmpipe.record import TypedRecord
 from tests.gpu.gpu_parity import REASON
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"no usable GPU: {REASON}")]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "gpu_stage"))
 pytest.importorskip("numba")
 
-from test_gpu_stage_lane import _run, _run_packed, batches, lane_bodies  # noqa: E402
+from test_gpu_stage_lane import (  # noqa: E402
+    ERROR_BODIES,
+    INVALID_CONTENT,
+    LEFT_CONTENT,
+    NOT_THE_LANES_ERRORS,
+    OUT_OF_ORDER,
+    VALID_CONTENT,
+    WIDE,
+    _chat,
+    _run,
+    _run_packed,
+    batches,
+    lane_bodies,
+)
 from test_packed import assert_same_result  # noqa: E402
 
 
@@ -41,10 +55,25 @@ NATIVE = NativeBackend(TransformSettings())
 
 
 def test_synthetic_batches_are_taken_whole(lane: Any) -> None:
+    """Every good row and every upstream error body (its dead letter) is the lane's."""
     for size in (1, 1000, 50_000):
         batch = synth.batch(synth.bodies(size), first_offset=size)
-        taken, good = _run(lane, NATIVE, batch)
-        assert taken == good
+        taken, _ = _run(lane, NATIVE, batch)
+        assert taken == size
+
+
+def test_error_bodies_and_invalid_content_on_the_device() -> None:
+    from gpu_stage.backends.gpu_lane import CudaExecutor
+    from gpu_stage.backends.lane import LaneTransform
+
+    values = [*ERROR_BODIES, *NOT_THE_LANES_ERRORS]
+    taken, _ = _run(LaneTransform(WIDE, CudaExecutor), NativeBackend(WIDE), synth.batch(values))
+    assert taken == len(ERROR_BODIES)
+    settings = TransformSettings(record=TypedRecord(OUT_OF_ORDER), max_record_bytes=1 << 16)
+    contents = [*INVALID_CONTENT, *VALID_CONTENT, *LEFT_CONTENT]
+    batch = synth.batch([_chat(c) for c in contents])
+    taken, rows = _run(LaneTransform(settings, CudaExecutor), NativeBackend(settings), batch)
+    assert taken == rows - len(LEFT_CONTENT) == len(contents) - len(LEFT_CONTENT)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -9,6 +9,7 @@ core would do every row), so the tests also assert which rows the lane takes.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import struct
@@ -16,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import fastavro
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -80,8 +82,8 @@ def test_packed_stream_of_batches_of_every_size(overlap: bool, in_place: bool) -
         raws.append(synth.batch(values[at : at + size], first_offset=at))
         at += size
     taken = _run_packed(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), raws, overlap, in_place)
-    good = sum(not v.startswith(b'{"error"') for v in values[:at])
-    assert 0 < taken == good
+    assert any(v.startswith(b'{"error"') for v in values)
+    assert taken == at  # the error bodies' dead letters included
 
 
 def test_a_batch_packed_into_an_input_buffer_goes_to_the_device_from_there() -> None:
@@ -139,10 +141,142 @@ def test_packed_stream_of_the_shared_vectors() -> None:
 
 
 def test_synthetic_bodies_are_all_taken() -> None:
+    """Good rows and upstream error bodies (their dead letters) alike."""
     batch = synth.batch(synth.bodies(3000))
     taken, good = _run(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), batch)
-    assert good == 3000 - sum(b.startswith(b'{"error"') for b in batch.values)
-    assert taken == good
+    errors = sum(b.startswith(b'{"error"') for b in batch.values)
+    assert errors > 0
+    assert good == 3000 - errors
+    assert taken == 3000
+
+
+def _chat(content: str, **extra: Any) -> bytes:
+    """A chat completion in the lane's subset whose first choice says ``content``."""
+    message = {"role": "assistant", "content": content}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    body = {"id": "c", "object": "chat.completion", "created": 1700000000, "model": "m", "choices": [choice], **extra}
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+# Error bodies the lane finds itself (semantics §1 check 4): flat, nested, a proxy's string, with
+# members a good row could not have, with escapes and nesting in their values.
+ERROR_BODIES = [
+    b'{"error": {"message": "overloaded", "code": 503}}',
+    b'{"object": "error", "message": "bad", "type": "BadRequestError", "param": null, "code": 400}',
+    b'{"error": "upstream timed out"}',
+    b' {"created": "yesterday", "error": {"code": 500}, "choices": 1}\n',
+    b'{"id": 5, "object": "error"}',
+    b'{"error": {"message": "a\\nb \\"q\\""}, "x": [1, 2.5e3, true, null, {"y": []}]}',
+    b'{"error": false}',
+]
+# Bodies that look like error bodies but are something else, or that the lane leaves to the native
+# core (a cut body, a \u escape, repeated keys, tool arguments read before the error key).
+NOT_THE_LANES_ERRORS = [
+    b'{"error": {"message": "overloaded"}',
+    b'{"error": {"message": "\\u00e9"}}',
+    b'{"error": 1, "error": null}',
+    b'{"object": "error", "object": "chat.completion"}',
+    b'{"object": "errors"}',
+    b'{"object": "error ", "error": null}',
+    b'["error"]',
+    b'{"error": {"m": 1}} x',
+    b'{"choices": [{"message": {"tool_calls": [{"function": {"name": "f", "arguments": "{\\"a\\": 1}"}}]}}],'
+    b' "error": {"code": 500}}',
+]
+
+
+def test_upstream_error_bodies_are_the_lanes_dead_letters() -> None:
+    good = _chat("hello", error=None)
+    values = [*ERROR_BODIES, good, *NOT_THE_LANES_ERRORS]
+    taken, rows = _run(LaneTransform(WIDE, CpuExecutor), NativeBackend(WIDE), synth.batch(values))
+    assert rows == 1
+    assert taken == len(ERROR_BODIES) + 1
+    result = NativeBackend(WIDE).parse(synth.batch(values))
+    reasons = [bad.reason.value for bad in result.bad]
+    assert reasons[: len(ERROR_BODIES)] == ["upstream_error"] * len(ERROR_BODIES)
+
+
+def test_upstream_error_bodies_in_a_packed_stream() -> None:
+    values = [*ERROR_BODIES, _chat("hello"), *NOT_THE_LANES_ERRORS, *synth.bodies(40)]
+    raws = [synth.batch(values[:9]), synth.batch(values[9:], first_offset=9)]
+    lane = LaneTransform(WIDE, CpuExecutor)
+    taken = _run_packed(lane, NativeBackend(WIDE), raws)
+    assert taken == len(values) - len(NOT_THE_LANES_ERRORS)
+
+
+# A closed schema whose ``required`` is not in property order: ``missing`` follows ``required``'s.
+OUT_OF_ORDER = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "integer", "minimum": 0, "maximum": 10},
+        "b": {"type": "string", "enum": ["x", "y"]},
+        "c": {"type": "array", "items": {"type": "number"}},
+        "d": {"type": "boolean"},
+        "e": {"type": "number", "minimum": -0.5, "maximum": 0.5},
+    },
+    "required": ["c", "a", "b"],
+    "additionalProperties": False,
+}
+# Content each check of semantics §4 rejects, alone and together (the first violation named).
+INVALID_CONTENT = {
+    "[1, 2]": "not_an_object",
+    " [ ] ": "not_an_object",
+    '```json\n[{"a": 1}]\n```': "not_an_object",
+    '{"a": 1}': "missing:c",
+    '{"b": "x", "c": [1]}': "missing:a",
+    '{"z": 1, "c": "no", "a": 99}': "missing:b",
+    '{"c": [1], "a": 1, "b": "x", "z": 1}': "additional:z",
+    '{"y": {"deep": [1, {"k": "v\\n"}]}, "c": "no", "a": 1, "b": "x", "z": 1}': "additional:y",
+    '{"c": [1, "x", 2], "a": 1, "b": "x"}': "items:c",
+    '{"c": 1, "a": 1, "b": "x"}': "type:c",
+    '{"c": [], "a": -1, "b": "x"}': "minimum:a",
+    '{"c": [0.5], "a": 11, "b": "x"}': "maximum:a",
+    '{"c": [1], "a": 1, "b": "z"}': "enum:b",
+    '{"c": [1], "a": null, "b": "x"}': "type:a",
+    '{"c": [1], "a": "1", "b": "x"}': "type:a",
+    '{"c": [1], "a": 1, "b": 2}': "type:b",
+    '{"c": [1], "a": 1, "b": "x", "d": null}': "type:d",
+    '{"c": [1], "a": 1, "b": "x", "d": 1}': "type:d",
+    '{"c": [1], "a": 1, "b": "x", "d": [true]}': "type:d",
+    '{"c": [1], "a": 1, "b": "x", "e": 0.75}': "maximum:e",
+    '{"c": [1], "a": 1, "b": "x", "e": -1}': "minimum:e",
+    '{"e": "no", "d": true, "b": "z", "a": 99, "c": [1]}': "maximum:a",
+    '```\n{"c": [true], "a": 1, "b": "x"}\n```': "items:c",
+}
+VALID_CONTENT = ['{"c": [1, 2.5], "a": 10, "b": "y", "d": false, "e": 0.5}', '{"b": "x", "a": 0, "c": []}']
+# Content the lane leaves to the native core: invalid JSON, a double for an integer, an escape in a key.
+LEFT_CONTENT = ['{"c": [1], "a": 1, "b": "x"', '{"c": [1], "a": 1.5, "b": "x"}', '{"c": [1], "a": 1, "b\\u0041": 1}']
+
+
+def test_invalid_content_is_taken_with_the_first_violation_as_its_error() -> None:
+    settings = TransformSettings(record=TypedRecord(OUT_OF_ORDER), max_record_bytes=1 << 16)
+    native = NativeBackend(settings)
+    contents = [*INVALID_CONTENT, *VALID_CONTENT, *LEFT_CONTENT]
+    batch = synth.batch([_chat(c) for c in contents])
+    taken, rows = _run(LaneTransform(settings, CpuExecutor), native, batch)
+    assert rows == len(contents)
+    assert taken == len(contents) - len(LEFT_CONTENT)
+    schema = fastavro.parse_schema(settings.record.avro)
+    encoded = native.parse(batch).encoded
+    errors = [_row(encoded, k, schema)["content_error"] for k in range(len(INVALID_CONTENT))]
+    assert errors == list(INVALID_CONTENT.values())
+
+
+def test_the_default_schemas_invalid_content_is_taken() -> None:
+    contents = [
+        '```json\n{"sentiment": "neutral", "score": 1.5, "risk_level": "low"}\n```',
+        '{"sentiment": "happy", "score": 0.5, "risk_level": "low"}',
+        '{"sentiment": "neutral", "score": 0.5, "risk_level": "low", "confidence": 0.9}',
+        '[{"sentiment": "neutral"}]',
+        '{"score": 0.5}',
+    ]
+    taken, rows = _run(LANES["default"], NATIVE["default"], synth.batch([_chat(c) for c in contents]))
+    assert taken == rows == len(contents)
+
+
+def _row(encoded: Any, k: int, schema: Any) -> dict[str, Any]:
+    datum = bytes(encoded.buf[encoded.offsets[k] : encoded.offsets[k + 1]])
+    return fastavro.schemaless_reader(io.BytesIO(datum), schema)  # type: ignore[no-any-return]
 
 
 def test_shared_vectors() -> None:
@@ -181,12 +315,16 @@ def lane_bodies(draw: st.DrawFn) -> bytes:
         "sentiment": draw(st.sampled_from(["positive", "neutral", "negative", "other"])),
         "score": draw(st.floats(0, 1) | st.integers(0, 1) | NUMBERS),
         "risk_level": draw(st.sampled_from(["low", "medium", "high"])),
-        "topics": draw(st.lists(TEXT, max_size=3)),
-        "needs_review": draw(st.booleans()),
+        # wrong types among them: the lane names the first violation as the native core does
+        "topics": draw(st.lists(TEXT, max_size=3) | st.lists(st.integers(0, 9) | TEXT, max_size=2) | TEXT),
+        "needs_review": draw(st.booleans() | st.none() | st.integers(0, 1)),
     }
     for key in draw(st.sets(st.sampled_from(list(content_object)), max_size=2)):
         del content_object[key]
-    text = json.dumps(content_object, ensure_ascii=False, indent=draw(st.sampled_from([None, 2])))
+    if draw(st.booleans()):
+        content_object[draw(st.sampled_from(["confidence", "Score"]))] = draw(NUMBERS | TEXT)
+    shaped: Any = draw(st.sampled_from([content_object, [content_object], []]))
+    text = json.dumps(shaped, ensure_ascii=False, indent=draw(st.sampled_from([None, 2])))
     content = draw(st.sampled_from([text, f"```json\n{text}\n```", f"  {text}\n", "```\n" + text]) | TEXT)
     message: dict[str, Any] = {"role": "assistant", "content": draw(st.just(content) | st.none() | TEXT)}
     if draw(st.booleans()):
