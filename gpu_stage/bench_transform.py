@@ -188,8 +188,8 @@ def time_stream(
     holding the last result, holds three output buffers: the pool has them all before the timed
     stream, as it would after the first batches of a long one.
     """
-    for _ in backend.parse_stream(batches[:3], overlap=overlap):
-        pass
+    for warm in backend.parse_stream(batches[:3], overlap=overlap):
+        del warm  # none held into the timed stream: each would keep a pooled buffer busy there
     _reset_counters(backend)
     out = Timed()
     results = iter(backend.parse_stream(batches, overlap=overlap))

@@ -284,6 +284,9 @@ class GpuBackend:
             self._count(n, n - (packed.taken_rows - taken), fallback=False)
             rows, taken = packed.rows, packed.taken_rows
             yield result
+            # Not held while the next batch is made: the result's view pins a pooled output buffer,
+            # which that batch may otherwise have to allocate anew.
+            del result
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch (pure: same batch, same result, same bytes as the CPU backend)."""

@@ -23,15 +23,19 @@ class FakeStream:
     def __init__(self, change_on_stream: int | None = None) -> None:
         self.streams = 0
         self.held_at_next: list[int] = []
+        self.held_at_start: list[int] = []  # results of earlier streams still alive as a stream starts
+        self.every: list[weakref.ref[Any]] = []
         self.change_on_stream = change_on_stream
 
     def parse_stream(self, batches: Iterable[Any], overlap: bool = True) -> Iterator[ParseResult]:
         del overlap
         self.streams += 1
+        self.held_at_start.append(sum(ref() is not None for ref in self.every))
         alive: list[weakref.ref[Any]] = []
         for batch in batches:
             self.held_at_next.append(sum(ref() is not None for ref in alive))
             yield self._result(batch, alive)
+        self.every += alive
 
     def _result(self, batch: bytes, alive: list[weakref.ref[Any]]) -> ParseResult:
         buf = np.frombuffer(batch, dtype=np.uint8).copy()
@@ -50,6 +54,7 @@ def test_the_timed_stream_holds_no_result_and_the_checksum_is_the_streams_bytes(
     assert backend.streams == 3  # warm-up, timed, checked
     timed_stream = backend.held_at_next[3 : 3 + len(BATCHES)]
     assert timed_stream == [0] * len(BATCHES)  # each result let go before the next was asked for
+    assert backend.held_at_start[1] == 0  # and none of the warm-up's held into it
     assert timed.sha256 == hashlib.sha256(b"".join(BATCHES)).hexdigest()
     assert len(timed.seconds) == len(BATCHES) == len(timed.results) and timed.good == len(BATCHES)
 
