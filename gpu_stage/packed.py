@@ -253,7 +253,7 @@ def merge_found(first: Found, second: Found) -> Found:
         return first
     if not first:
         return second
-    return list(heapq.merge(first, second, key=lambda found: found[0]))
+    return list(heapq.merge(first, second))  # tuples compare by position first; positions are distinct
 
 
 class DeadLetters(_Lazy[BadRecord]):
@@ -264,15 +264,24 @@ class DeadLetters(_Lazy[BadRecord]):
     them makes none. Holding them holds the batch's buffers.
     """
 
-    def __init__(self, batch: PackedBatch, stage: str, found: Sequence[tuple[int, str, str]]) -> None:
-        """``found``: each dead letter's batch position, reason code and error text, in batch order."""
-        super().__init__(len(found))
-        self._batch, self._stage, self._found = batch, stage, found
+    def __init__(self, batch: PackedBatch, stage: str, found: Found, more: Found = ()) -> None:
+        """``found``: each dead letter's batch position, reason code and error text, in batch order.
+
+        ``more``: others of the batch found apart (in batch order too), merged with ``found`` when read.
+        """
+        super().__init__(len(found) + len(more))
+        self._batch, self._stage, self._parts = batch, stage, (found, more)
         self._made: list[BadRecord] | None = None
 
     def with_found(self, more: Found) -> DeadLetters:
-        """These dead letters and ``more`` of the same batch (in batch order), in batch order."""
-        return DeadLetters(self._batch, self._stage, merge_found(self._found, more))
+        """These dead letters and ``more`` of the same batch, in batch order once read."""
+        return DeadLetters(self._batch, self._stage, self._found(), more)
+
+    def _found(self) -> Found:
+        found, more = self._parts
+        if more:
+            self._parts = (merge_found(found, more), ())
+        return self._parts[0]
 
     def _item(self, i: int) -> BadRecord:
         return self._records()[i]
@@ -282,10 +291,10 @@ class DeadLetters(_Lazy[BadRecord]):
         if self._made is None:
             import llmpipe_native
 
-            b, stage = self._batch, self._stage
-            positions = np.fromiter((found[0] for found in self._found), dtype=np.int64, count=len(self._found))
+            b, stage, every = self._batch, self._stage, self._found()
+            positions = np.fromiter((found[0] for found in every), dtype=np.int64, count=len(every))
             records = llmpipe_native.records_at(b.columns(), positions)
-            found = zip(self._found, records, strict=True)
+            found = zip(every, records, strict=True)
             self._made = [
                 BadRecord(value, stage, Reason(reason), text, key, b.topic, partition, offset, tuple(headers))  # type: ignore[arg-type]
                 for (_, reason, text), (value, key, headers, partition, offset) in found

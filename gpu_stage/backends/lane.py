@@ -23,12 +23,12 @@ import logging
 import math
 import sys
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -497,9 +497,39 @@ def combine(
     return ParseResult(merge(batch, fast, slow_rows), bad)
 
 
-def upstream_found(positions: I64) -> list[tuple[int, str, str]]:
+def upstream_found(positions: I64) -> Found:
     """The dead letters of the error bodies pass 1 found (semantics §1 check 4), as the native core reports them."""
-    return [(i, Reason.UPSTREAM_ERROR.value, UPSTREAM_ERROR_TEXT) for i in positions.tolist()]
+    return UpstreamFound(positions)
+
+
+class UpstreamFound(Sequence[tuple[int, str, str]]):
+    """Error bodies' dead letters by position: each ``(position, reason, text)`` made when read.
+
+    A packed batch's dead letters are only counted on the hot path (:class:`~gpu_stage.packed.DeadLetters`
+    makes them when read), so a tuple per error body there would be wasted work.
+    """
+
+    _REASON = Reason.UPSTREAM_ERROR.value
+
+    def __init__(self, positions: I64) -> None:
+        """``positions``: the error bodies' batch positions, ascending."""
+        self._positions = positions
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __iter__(self) -> Iterator[tuple[int, str, str]]:
+        reason = self._REASON
+        return ((i, reason, UPSTREAM_ERROR_TEXT) for i in self._positions.tolist())
+
+    @overload
+    def __getitem__(self, k: int) -> tuple[int, str, str]: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[tuple[int, str, str]]: ...
+    def __getitem__(self, k: int | slice) -> tuple[int, str, str] | list[tuple[int, str, str]]:
+        if isinstance(k, slice):
+            return list(UpstreamFound(self._positions[k]))
+        return int(self._positions[k]), self._REASON, UPSTREAM_ERROR_TEXT
 
 
 class Executor:

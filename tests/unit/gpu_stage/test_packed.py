@@ -66,13 +66,26 @@ def test_packing_keeps_every_record_as_it_was() -> None:
         packed.values[3]
 
 
+def test_dead_letters_found_apart_are_merged_in_batch_order_when_read() -> None:
+    from gpu_stage.backends.lane import upstream_found
+
+    raw = _odd_batch()
+    packed = PackedBatch.of(raw)
+    _, _, _, native = NATIVE["default"].run_packed(packed, np.array([0, 2], dtype=np.int64))
+    merged = native.with_found(upstream_found(np.array([1], dtype=np.int64)))
+    assert len(merged) == 3 and merged._parts[1]  # nothing merged yet
+    assert [d.reason.value for d in merged] == ["missing_field", "upstream_error", "invalid_utf8"]
+    assert [d.offset for d in merged] == [5, 6, 7] and merged[1].raw == raw.values[1]
+    assert merged[1].error == "upstream error body"
+
+
 def test_dead_letters_of_a_packed_batch_are_made_when_read() -> None:
     """The core returns position, reason and text; each record's bytes, key and headers come from the batch."""
     raw = _odd_batch()
     packed = PackedBatch.of(raw)
     _, _, rows, dead = NATIVE["default"].run_packed(packed)
     assert rows.tolist() == [] and len(dead) == 3
-    assert [found[0] for found in dead._found] == [0, 1, 2]  # positions only, no record objects yet
+    assert [found[0] for found in dead._found()] == [0, 1, 2]  # positions only, no record objects yet
     made = list(dead)
     assert [d.raw for d in made] == list(raw.values) and [d.key for d in made] == list(raw.keys)
     assert [(d.topic, d.partition, d.offset) for d in made] == [("t", 0, 5), ("t", 1, 6), ("t", 2, 7)]
