@@ -492,21 +492,17 @@ def combine(
     slow, found = rest
     slow_rows = EncodedRows(slow.buf, slow.offsets, rest_positions[slow.rows], [])
     at = rest_positions.tolist()
-    dead = merge_found([(at[i], reason, text) for i, reason, text in found], upstream_found(upstream))
+    dead = merge_found([(at[i], reason, text) for i, reason, text in found], UpstreamFound(upstream))
     bad = [dead_letter(batch, i, stage, Reason(reason), text) for i, reason, text in dead]
     return ParseResult(merge(batch, fast, slow_rows), bad)
 
 
-def upstream_found(positions: I64) -> Found:
-    """The dead letters of the error bodies pass 1 found (semantics §1 check 4), as the native core reports them."""
-    return UpstreamFound(positions)
-
-
 class UpstreamFound(Sequence[tuple[int, str, str]]):
-    """Error bodies' dead letters by position: each ``(position, reason, text)`` made when read.
+    """The dead letters of the error bodies pass 1 found (semantics §1 check 4), as the native core reports them.
 
-    A packed batch's dead letters are only counted on the hot path (:class:`~gpu_stage.packed.DeadLetters`
-    makes them when read), so a tuple per error body there would be wasted work.
+    Each ``(position, reason, text)`` is made when read: a packed batch's dead letters are only
+    counted on the hot path (:class:`~gpu_stage.packed.DeadLetters` makes them when read), so a
+    tuple per error body there would be wasted work.
     """
 
     _REASON = Reason.UPSTREAM_ERROR.value

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.backends.lane import I64, Executor, LaneInput, upstream_found
+from gpu_stage.backends.lane import I64, Executor, LaneInput, UpstreamFound
 from gpu_stage.backends.lane_rows import NOT_TAKEN, UPSTREAM_ERROR
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.backends.stages import StageClock
@@ -211,7 +211,7 @@ class PackedLane:
             return
         slow, (rest_buf, rest_ends, rest_rows, bad) = rest
         upstream = np.flatnonzero(job.sizes == UPSTREAM_ERROR)
-        job.bad = bad.with_found(upstream_found(upstream)) if len(upstream) else bad
+        job.bad = bad.with_found(UpstreamFound(upstream))
         with self.clock.stage("lane_offsets"):
             job.rows, job.offsets, starts, rest_starts = _offsets(job.sizes, rest_rows, rest_ends)
         total = int(job.offsets[-1])

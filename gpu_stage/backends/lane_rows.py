@@ -20,7 +20,7 @@ Same source for CUDA and the CPU (see :mod:`gpu_stage.backends.lane_json`).
 """
 
 # mypy: disable-error-code="no-untyped-def"
-# ruff: noqa: C901, PLR0915, SIM110
+# ruff: noqa: C901, PLR0915
 from __future__ import annotations
 
 import math
@@ -40,6 +40,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs this file af
         RBRACK,
         copy_string,
         is_null,
+        key_index,
         literal,
         member,
         next_member,
@@ -612,12 +613,10 @@ def error_body(b, s, e):
 @jit
 def is_error_string(b, p, e):
     """Whether the value at ``p`` is the string ``"error"`` (an escape never spells a letter of it)."""
-    if p + 7 > e or b[p] != QUOTE or b[p + 6] != QUOTE:
+    if b[p] != QUOTE:
         return False
-    for k in range(5):
-        if b[p + 1 + k] != ERROR_BODY_NAMES[6 + k]:  # "error", after "object"
-            return False
-    return True
+    end, _ = scan_string(b, p, e, True)
+    return end >= 0 and key_index(b, p + 1, end - 1, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2) == 1
 
 
 @jit
@@ -791,20 +790,7 @@ def content_object(
         end, _ = scan_string(sc, q, e, False)
         if end < 0:
             return -1
-        j = -1
-        start = 0
-        for k in range(nprops):
-            stop = pends[k]
-            if stop - start == end - 1 - (q + 1):
-                same = True
-                for t in range(stop - start):
-                    if pnames[start + t] != sc[q + 1 + t]:
-                        same = False
-                        break
-                if same:
-                    j = k
-                    break
-            start = stop
+        j = key_index(sc, q + 1, end - 1, pnames, pends, nprops)
         key = q + 1
         q = skip_ws(sc, end, e)
         if q >= e or sc[q] != 58:
