@@ -184,9 +184,10 @@ def time_stream(
     next batch), and holding results would keep the output pool from reusing its buffers. So the
     checksum (and ``keep``) come from a second, untimed stream over the same batches, whose results
     must have the timed ones' shapes (rows, dead letters and bytes per batch). ``profiler`` profiles
-    the timed stream. The warm-up is three batches because a stream of two in flight, its caller
-    holding the last result, holds three output buffers: the pool has them all before the timed
-    stream, as it would after the first batches of a long one.
+    the timed stream. The warm-up is three batches, so that the output pool holds the buffers a
+    stream of two in flight uses (three for a caller that holds each result until it has the next)
+    before the timed stream, as it would after the first batches of a long one; none of its results
+    is held into the timed stream.
     """
     for warm in backend.parse_stream(batches[:3], overlap=overlap):
         del warm  # none held into the timed stream: each would keep a pooled buffer busy there
