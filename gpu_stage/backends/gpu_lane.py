@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.backends import lane_rows
+from gpu_stage.backends.cuda_launch import DirectLaunch
 from gpu_stage.backends.lane import I64, RECORD_COLUMNS, ContentTables, Executor, LaneInput, compile_lane
 from gpu_stage.backends.stages import StageClock
 
@@ -78,12 +79,15 @@ class CudaExecutor(Executor):
         super().__init__()
         self._cuda = cuda
         self.fns = compile_lane("cuda", cache)
+        self.measure = DirectLaunch(self.fns.measure)
+        self.write = DirectLaunch(self.fns.write)
         self.max_bytes = max_bytes
         self.nprops = tables.nprops
         self.clock = clock or StageClock()
         self._tables = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in tables.args())
         self._arrays: dict[str, Any] = {}
         self._views: dict[tuple[str, int], Any] = {}
+        self._block_columns: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
         self._slots: dict[int, _Slot] = {}
         self._writing: _Slot | None = None  # the slot whose pass 2 holds the output buffer
         self.write_piece_bytes = WRITE_PIECE_BYTES
@@ -113,6 +117,7 @@ class CudaExecutor(Executor):
             # Free the smaller buffer first: the pool (capped, shared with vLLM) never holds both.
             self._arrays.pop(name, None)
             self._views = {key: v for key, v in self._views.items() if key[0] != name}
+            self._forget_columns({name})
             del held
             capacity = max(rows, 1024)
             held = self._cuda.device_array((capacity, width) if width else (capacity,), dtype=dtype)
@@ -133,6 +138,11 @@ class CudaExecutor(Executor):
                 self._arrays.pop(name, None)
             gone = set(names)
             self._views = {key: view for key, view in self._views.items() if key[0] not in gone}
+            self._forget_columns(gone)
+
+    def _forget_columns(self, names: set[str]) -> None:
+        """Let go of the column views of the blocks in ``names`` (views keep their buffer alive)."""
+        self._block_columns = {key: v for key, v in self._block_columns.items() if key[0] + "block" not in names}
 
     def _pinned(self, name: str, host: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``host`` copied into the page-locked buffer kept under ``name`` (so its copy is async)."""
@@ -160,7 +170,21 @@ class CudaExecutor(Executor):
         self._drop([k + name for name in columns])  # a slot holds one way's buffers, never both
         device = self._device(k + "block", span, np.uint8)
         device.copy_to_device(li.block[:span], stream=stream)
-        return {name: device[at : at + column.nbytes].view(column.dtype) for name, (at, column) in columns.items()}
+        return self._columns_of(k, device, columns)
+
+    def _columns_of(self, k: str, device: Any, columns: dict[str, tuple[int, npt.NDArray[Any]]]) -> dict[str, Any]:
+        """The columns' views of a slot's block, the same objects while the block and layout stay.
+
+        Kept views keep their converted launch parameters (:class:`DirectLaunch`) too.
+        """
+        key = (k, *((name, at, column.nbytes, column.dtype.str) for name, (at, column) in columns.items()))
+        held = self._block_columns.get(key)
+        if held is not None and held[0] is device:
+            return held[1]
+        views = {name: device[at : at + column.nbytes].view(column.dtype) for name, (at, column) in columns.items()}
+        self._forget_columns({k + "block"})
+        self._block_columns[key] = (device, views)
+        return views
 
     def _put_each(self, k: str, li: LaneInput, stream: Any) -> dict[str, Any]:
         """The values and each column in a copy of its own (staged first unless page-locked)."""
@@ -198,8 +222,8 @@ class CudaExecutor(Executor):
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)
         blocks = (n + THREADS - 1) // THREADS
-        self.fns.measure[blocks, THREADS, stream](
-            values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables,
+        self.measure(
+            blocks, THREADS, stream, values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables,
             *a["content"], *a["records"], sizes,
         )  # fmt: skip
         host_sizes = self._host(k + "sizes", n, np.int64)
@@ -234,9 +258,9 @@ class CudaExecutor(Executor):
         device_out = self._device("out", max(hi - lo for lo, hi in pieces), np.uint8)
         blocks = (n + THREADS - 1) // THREADS
         for lo, hi in pieces:
-            self.fns.write[blocks, THREADS, stream](
-                a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops,
-                *a["content"], *a["records"], device_starts, lo, hi, device_out,
+            self.write(
+                blocks, THREADS, stream, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
+                self.nprops, *a["content"], *a["records"], device_starts, lo, hi, device_out,
             )  # fmt: skip
             device_out[: hi - lo].copy_to_host(out[lo:hi], stream=stream)
 

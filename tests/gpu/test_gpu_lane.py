@@ -213,3 +213,26 @@ def test_pass_2_writes_through_a_device_buffer_the_size_of_a_piece() -> None:
     largest_row = max(int(d) for r in results for d in np.diff(r.encoded.offsets))
     assert fresh.executor._arrays["out"].shape[0] <= max(4096 + largest_row, 1024)
     assert fresh.executor._arrays["out"].shape[0] < min(int(r.encoded.offsets[-1]) for r in results)
+
+
+def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
+    """The same results, with every launch after each kernel's first made without the dispatcher.
+
+    Batches of three sizes, in place and copied in, with pass 2 in small pieces: array parameters
+    kept from one launch are reused for the next only while the arrays are the same.
+    """
+    from gpu_stage.backends.gpu_lane import CudaExecutor
+    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.packed import PackedBatch
+
+    fresh = LaneTransform(TransformSettings(), CudaExecutor)
+    executor = fresh.executor
+    executor.write_piece_bytes = 64 << 10
+    raws = _split(synth.bodies(9_000), [4_000, 3_000, 2_000])
+    for in_place in (True, False, True):
+        allocate = fresh.packed.input_buffer if in_place else None
+        for raw, got in zip(raws, fresh.packed.stream(PackedBatch.of(raw, allocate) for raw in raws), strict=True):
+            assert_same_result(NATIVE.parse(raw), got)
+    assert (executor.measure.dispatched, executor.write.dispatched) == (1, 1)
+    assert executor.measure.direct == 3 * len(raws) - 1
+    assert executor.write.direct > 3 * len(raws)

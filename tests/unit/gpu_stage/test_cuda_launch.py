@@ -1,0 +1,116 @@
+"""DirectLaunch's choice between the dispatcher and the driver, and its kept array parameters.
+
+Runs without a GPU: the dispatcher and kernel here record what numba-cuda would be asked; the CUDA
+tier (``tests/gpu/test_gpu_lane.py``) runs the same class against the real kernels and checks the
+bytes they write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpu_stage.backends.cuda_launch import DirectLaunch
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """A numba array type's shape: what :class:`DirectLaunch` tells arrays from scalars by."""
+
+    dtype: str
+    ndim: int = 1
+    layout: str = "C"
+
+
+class DeviceArray:
+    """A device array stand-in: a pointer and a dtype."""
+
+    def __init__(self, ptr: int, dtype: str = "int64") -> None:
+        self.ptr, self.dtype = ptr, dtype
+
+
+@dataclass
+class Kernel:
+    """One compiled overload: its argument types and numba's conversion, counted per argument."""
+
+    argument_types: tuple[Any, ...]
+    converted: list[Any] = field(default_factory=list)
+
+    def _prepare_args(self, ty: Any, value: Any, stream: Any, retr: list[Any], params: list[Any]) -> None:
+        self.converted.append(value)
+        params.extend((value.ptr, ty.dtype) if isinstance(ty, ArrayType) else (("scalar", value),))
+
+
+class Dispatcher:
+    """A dispatcher that compiles ``kernel`` on its first launch and records each dispatched launch."""
+
+    def __init__(self, kernel: Kernel | None, overloads: int = 1) -> None:
+        self.kernel, self.count, self.launched = kernel, overloads, []
+        self.overloads: dict[Any, Kernel] = {}
+
+    def __getitem__(self, config: tuple[int, int, Any]) -> Any:
+        def launch(*args: Any) -> None:
+            self.launched.append((config, args))
+            if self.kernel is not None:
+                self.overloads = {k: self.kernel for k in range(self.count)}
+
+        return launch
+
+    def typeof_pyval(self, value: Any) -> Any:
+        return ArrayType(value.dtype) if isinstance(value, DeviceArray) else "int64" if type(value) is int else "other"
+
+
+def _direct(kernel: Kernel | None, overloads: int = 1) -> tuple[DirectLaunch, Dispatcher, list[Any]]:
+    driver: list[Any] = []
+    dispatcher = Dispatcher(kernel, overloads)
+    launch = DirectLaunch(dispatcher, lambda _: lambda stream, b, t, params: driver.append((stream, b, t, params)))
+    return launch, dispatcher, driver
+
+
+def test_the_first_launch_dispatches_and_the_next_go_to_the_driver() -> None:
+    kernel = Kernel((ArrayType("int64"), "int64", ArrayType("uint8")))
+    launch, dispatcher, driver = _direct(kernel)
+    values, out = DeviceArray(100), DeviceArray(200, "uint8")
+    launch(4, 128, "s", values, 7, out)
+    launch(4, 128, "s", values, 8, out)
+    launch(2, 64, "t", values, 9, out)
+    assert len(dispatcher.launched) == 1 and (launch.dispatched, launch.direct) == (1, 2)
+    assert driver == [
+        ("s", 4, 128, [100, "int64", ("scalar", 8), 200, "uint8"]),
+        ("t", 2, 64, [100, "int64", ("scalar", 9), 200, "uint8"]),
+    ]
+    # Each array converted once, each scalar on each launch.
+    assert kernel.converted == [values, 8, out, 9]
+
+
+def test_a_new_array_is_converted_and_a_freed_one_forgotten() -> None:
+    kernel = Kernel((ArrayType("int64"),))
+    launch, _, driver = _direct(kernel)
+    first = DeviceArray(1)
+    launch(1, 1, 0, first)
+    launch(1, 1, 0, first)
+    del first
+    second = DeviceArray(2)
+    launch(1, 1, 0, second)
+    assert [params for *_, params in driver] == [[1, "int64"], [2, "int64"]]
+
+
+def test_an_argument_of_another_type_goes_through_the_dispatcher() -> None:
+    kernel = Kernel((ArrayType("int64"), "int64"))
+    launch, dispatcher, driver = _direct(kernel)
+    launch(1, 1, 0, DeviceArray(1), 5)
+    launch(1, 1, 0, DeviceArray(1, "float64"), 5)
+    launch(1, 1, 0, DeviceArray(1), 5.5)
+    launch(1, 1, 0, DeviceArray(1))
+    assert (len(dispatcher.launched), launch.direct, driver) == (4, 0, [])
+
+
+def test_kernels_the_direct_path_does_not_serve_are_always_dispatched() -> None:
+    for launch, dispatcher, driver in (_direct(Kernel((ArrayType("int64"),)), overloads=2), _direct(None)):
+        for _ in range(3):
+            launch(1, 1, 0, DeviceArray(1))
+        assert (len(dispatcher.launched), launch.direct, driver) == (3, 0, [])
+    refused = DirectLaunch(Dispatcher(Kernel((ArrayType("int64"),))), lambda _: None)
+    for _ in range(2):
+        refused(1, 1, 0, DeviceArray(1))
+    assert (refused.dispatched, refused.direct) == (2, 0)
