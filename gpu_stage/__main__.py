@@ -14,7 +14,7 @@ from prometheus_client import start_http_server
 from gpu_stage import metrics
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.select import choose
-from gpu_stage.runtime import tune_process
+from gpu_stage.runtime import tune_process, warm_up
 from gpu_stage.settings import parse
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from llmpipe.errors import FencedError, PipelineError
@@ -50,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         tune_process()
+        warm_up(backend, settings.warm_up_batch)
         metrics.BACKEND.labels(backend.name).set(1)
         if settings.metrics_port:
             start_http_server(settings.metrics_port, addr=settings.metrics_host)

@@ -34,6 +34,7 @@ class WorkerSettings:
     batch_bytes: int = 32 << 20
     batch_wait_ms: int = 200
     parse_chunk_records: int = 10_000
+    warm_up_records: int | None = None
     commit_overlap: bool = True
     max_record_bytes: int = 1 << 20
     on_bad: BadPolicy = "dlq"
@@ -48,6 +49,14 @@ class WorkerSettings:
     progress_every_s: float = 10.0
     txn_deadline_s: float = 120.0
     txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
+
+    @property
+    def warm_up_batch(self) -> int:
+        """Records in the warm-up batch: as set, or as many as one parse call sees (0: no warm-up)."""
+        if self.warm_up_records is not None:
+            return self.warm_up_records
+        chunk = self.parse_chunk_records
+        return min(self.batch_records, chunk) if chunk else self.batch_records
 
 
 def parser() -> argparse.ArgumentParser:
@@ -105,6 +114,16 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help="parse a batch in chunks of this many records, each while the previous one's rows are "
         "enqueued (0: the whole batch at once on the main thread, no overlap)",
+    )
+    env_option(
+        w,
+        "--warm-up-records",
+        "GPU_STAGE_WARM_UP_RECORDS",
+        default=None,
+        type=int,
+        help="before joining the group, parse a generated batch of this many records twice, so the first "
+        "real batches find the backend's kernels loaded and its buffers allocated (unset: the size of "
+        "the batches parse sees, the smaller of --batch-records and a nonzero --parse-chunk-records; 0: none)",
     )
     env_option(
         w,
@@ -212,6 +231,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
     if args.parse_chunk_records < 0:
         msg = "--parse-chunk-records must be 0 or positive"
         raise ConfigError(msg)
+    if args.warm_up_records is not None and args.warm_up_records < 0:
+        msg = "--warm-up-records must be 0 or positive"
+        raise ConfigError(msg)
     if args.txn_retry_backoff_ms < 1:
         msg = "--txn-retry-backoff-ms must be positive"
         raise ConfigError(msg)
@@ -231,6 +253,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         batch_bytes=args.batch_bytes,
         batch_wait_ms=args.batch_wait_ms,
         parse_chunk_records=args.parse_chunk_records,
+        warm_up_records=args.warm_up_records,
         commit_overlap=args.commit_overlap == "on",
         max_record_bytes=args.max_record_bytes,
         on_bad=args.on_bad,

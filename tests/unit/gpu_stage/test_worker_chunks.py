@@ -133,3 +133,47 @@ def test_native_threads_option_reaches_the_lanes_native_core(monkeypatch: pytest
         parse(["--native-threads", "0"])
     assert LaneTransform(TransformSettings(native_threads=3), CpuExecutor).native.threads == 3
     assert LaneTransform(TransformSettings(), CpuExecutor).native.threads == usable_cores()
+
+
+def test_warm_up_records_default_to_what_one_parse_call_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_stage.settings import parse
+
+    assert parse([])[1].warm_up_batch == 10_000
+    assert parse(["--batch-records", "5000"])[1].warm_up_batch == 5000
+    assert parse(["--parse-chunk-records", "0", "--batch-records", "30000"])[1].warm_up_batch == 30_000
+    assert parse(["--warm-up-records", "0"])[1].warm_up_batch == 0
+    monkeypatch.setenv("GPU_STAGE_WARM_UP_RECORDS", "123")
+    assert parse([])[1].warm_up_batch == 123
+    with pytest.raises(ConfigError, match="warm-up-records"):
+        parse(["--warm-up-records", "-1"])
+
+
+class _Counted:
+    """The native core, with each parse call's batch size and each counter reset recorded."""
+
+    name = "native"
+
+    def __init__(self) -> None:
+        self.native = NativeBackend(TransformSettings())
+        self.sizes: list[int] = []
+        self.resets = 0
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        self.sizes.append(len(batch))
+        return self.native.parse(batch)
+
+    def reset_counters(self) -> None:
+        self.resets += 1
+
+
+def test_warm_up_parses_a_generated_batch_twice_then_resets_the_counters() -> None:
+    from gpu_stage.runtime import warm_up
+
+    backend = _Counted()
+    assert warm_up(backend, 0) == 0.0
+    assert (backend.sizes, backend.resets) == ([], 0)
+    assert warm_up(backend, 700) > 0
+    assert (backend.sizes, backend.resets) == ([700, 700], 1)
+    # A backend with no counters to reset is warmed all the same.
+    plain = NativeBackend(TransformSettings())
+    assert warm_up(plain, 50) > 0
