@@ -31,9 +31,25 @@ log = logging.getLogger(__name__)
 THREADS = 128
 _MAX_VIEWS = 256
 WRITE_PIECE_BYTES = 16 << 20
-"""Pass 2's output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB), large
-enough that a piece's launch and copy (about 0.3 ms of the feeding thread on the H200 host: six
-pieces per 100 k batch took its queueing from 3.2 to 5.0 ms) stay rare."""
+"""Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB),
+large enough that a piece's launch and copy (about 0.3 ms of the feeding thread on the H200 host when
+each launch converted its arguments: six pieces per 100 k batch took its queueing from 3.2 to 5.0 ms)
+stay rare."""
+PIECES_AT_LEAST = 4
+"""A smaller output is cut into about this many pieces (none under :data:`MIN_PIECE_BYTES`): the
+device then holds a quarter of it, not all of it; at 10 k 1 KB rows a batch's output is about as
+large as its input, so one piece would hold a batch's worth of device memory on its own."""
+MIN_PIECE_BYTES = 1 << 20
+
+
+def piece_bytes(total: int, largest: int) -> int:
+    """Pass 2's piece for an output of ``total`` bytes: a quarter of it, within [1 MiB, ``largest``].
+
+    ``largest`` 0 means the whole output in one piece (as :func:`write_pieces` takes it).
+    """
+    if largest <= 0:
+        return 0
+    return min(largest, max(MIN_PIECE_BYTES, -(-total // PIECES_AT_LEAST)))
 
 
 def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
@@ -240,14 +256,14 @@ class CudaExecutor(Executor):
     def submit_write(self, handle: _Slot, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
         """Queue pass 2 and the copies of its output into ``out`` (page-locked) on the slot's stream.
 
-        The output goes through one device buffer in pieces of about :attr:`write_piece_bytes`, each
-        written by a launch of pass 2 for the rows that start in it, then copied out: the device holds
-        a piece, not a whole batch's output (as large as its values). The stream orders a piece's
-        launch after the copy of the one before. The slots share that buffer: a pass 2 still queued
+        The output goes through one device buffer in pieces of about :func:`piece_bytes` (at most
+        :attr:`write_piece_bytes`), each written by a launch of pass 2 for the rows that start in it,
+        then copied out: the device holds a piece, not a whole batch's output (as large as its values).
+        The stream orders a piece's launch after the copy of the one before. The slots share that buffer: a pass 2 still queued
         on another slot's stream is waited for first (the lane's stream order never leaves one
         queued, so this wait is free there).
         """
-        pieces = write_pieces(offsets, self.write_piece_bytes)
+        pieces = write_pieces(offsets, piece_bytes(int(offsets[-1]), self.write_piece_bytes))
         if not pieces:
             return
         if self._writing is not None and self._writing is not handle:

@@ -45,3 +45,26 @@ def test_pieces_cover_the_output_once_at_row_boundaries(sizes: list[int], piece:
     # No piece could have ended earlier: it ends at the first boundary at or past lo + piece.
     assert all(hi == int(offsets[-1]) or not any(lo + piece <= b < hi for b in boundaries) for lo, hi in pieces)
 
+
+
+def test_a_piece_is_a_quarter_of_the_output_within_its_bounds() -> None:
+    from gpu_stage.backends.gpu_lane import MIN_PIECE_BYTES, piece_bytes
+
+    largest = 16 << 20
+    assert piece_bytes(90 << 20, largest) == largest  # a 100 k batch: 16 MiB pieces
+    assert piece_bytes(9_000_000, largest) == 2_250_000  # a 10 k batch: a quarter
+    assert piece_bytes(9_000_001, largest) == 2_250_001  # rounded up: never a fifth piece for it
+    assert piece_bytes(100_000, largest) == MIN_PIECE_BYTES  # small outputs: one piece
+    assert piece_bytes(9_000_000, 4096) == 4096  # a smaller largest wins
+    assert piece_bytes(9_000_000, 0) == 0  # 0: the whole output at once
+
+
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=400))
+def test_pieces_of_a_quarter_number_at_most_four(sizes: list[int]) -> None:
+    from gpu_stage.backends.gpu_lane import piece_bytes
+
+    offsets = _offsets(sizes)
+    total = int(offsets[-1])
+    pieces = write_pieces(offsets, piece_bytes(total, 1 << 40))
+    assert len(pieces) <= 4
+    assert pieces[0][0] == 0 and pieces[-1][1] == total
