@@ -259,9 +259,9 @@ class CudaExecutor(Executor):
         The output goes through one device buffer in pieces of about :func:`piece_bytes` (at most
         :attr:`write_piece_bytes`), each written by a launch of pass 2 for the rows that start in it,
         then copied out: the device holds a piece, not a whole batch's output (as large as its values).
-        The stream orders a piece's launch after the copy of the one before. The slots share that buffer: a pass 2 still queued
-        on another slot's stream is waited for first (the lane's stream order never leaves one
-        queued, so this wait is free there).
+        The stream orders a piece's launch after the copy of the one before. The slots share that
+        buffer: a pass 2 still queued on another slot's stream is waited for first (the lane's
+        stream order never leaves one queued, so this wait is free there).
         """
         pieces = write_pieces(offsets, piece_bytes(int(offsets[-1]), self.write_piece_bytes))
         if not pieces:
