@@ -11,6 +11,8 @@
 # BACKOFF_PAIRS (default 0) adds that many pairs of GPU runs (throughput, and latency when LATENCY_RATE
 # is not 0; with LATENCY_WORKERS, its first count), the transactions' retry backoff at librdkafka's
 # 100 ms then at the worker's default.
+# WARM_UP_PAIRS (default 0) adds that many pairs of GPU latency runs (with LATENCY_WORKERS, its first
+# count), the workers not warmed up (--warm-up-records 0) then warmed up as by default.
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
 set -uo pipefail
@@ -80,6 +82,11 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     if [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
         run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$(share "${GPU_WORKERS:-8}")" \
             --compare-txn-backoff "$BACKOFF_PAIRS" --out "$out/e2e-txn-backoff-$host-gpu.json"
+    fi
+    if [ "$rate" -gt 0 ] && [ "${WARM_UP_PAIRS:-0}" -gt 0 ]; then  # workers not warmed up (baseline), then warmed
+        n=${LATENCY_WORKERS:-${GPU_WORKERS:-8}}
+        n=${n%% *}
+        latency_once gpu "$n" "latency-warm-up-$host-gpu-w$n" --compare-warm-up "$WARM_UP_PAIRS"
     fi
     if [ "$rate" -gt 0 ] && [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
         n=${LATENCY_WORKERS:-${GPU_WORKERS:-8}}

@@ -185,7 +185,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of one run: ROUNDS pairs of runs, the workers' --txn-retry-backoff-ms at "
                    "librdkafka's default 100 (the baseline) then at the worker's default, with the percentiles "
                    "of each pair")
+    p.add_argument("--compare-warm-up", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the workers' --warm-up-records 0 (no warm-up, "
+                   "the baseline) then at the worker's default, with the percentiles of each pair")
     args = p.parse_args(argv)
+    if args.compare_warm_up:
+        out = args.out or RESULTS / f"latency-warm-up-{platform.node() or 'host'}-{args.backend}.json"
+        return paired_runs(args, run_and_print, _warm_up_pair, out, "warm_up_records", WARM_UP_PAIR,
+                           args.compare_warm_up)  # fmt: skip
     if args.compare_txn_backoff:
         out = args.out or RESULTS / f"latency-txn-backoff-{platform.node() or 'host'}-{args.backend}.json"
         return paired_runs(args, run_and_print, _backoff_pair, out, "txn_retry_backoff_ms", BACKOFF_PAIR,
@@ -220,6 +227,21 @@ def _backoff_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]
     settled = (new["latency_ms_after_settle"], base["latency_ms_after_settle"])
     ratios |= {f"{q}_after_settle_to_baseline": round(settled[0][q] / settled[1][q], 3) for q in ("p50", "p99")}
     print(f"txn retry backoff {new['txn_retry_backoff_ms']} ms / {base['txn_retry_backoff_ms']} ms, latency: {ratios}")
+    return ratios
+
+
+WARM_UP_PAIR = (0, -1)
+"""The workers' --warm-up-records in a warm-up pair: none (the baseline), then the worker's default."""
+
+
+def _warm_up_pair(cold: dict[str, Any], warm: dict[str, Any]) -> dict[str, float]:
+    """P50 and P99 (whole run, first second, and from ``--settle-s`` on) warmed over cold: below 1 is lower."""
+    first = (warm["latency_ms_by_second"][0], cold["latency_ms_by_second"][0])
+    ratios = {f"{q}_to_baseline": round(warm["latency_ms"][q] / cold["latency_ms"][q], 3) for q in ("p50", "p99")}
+    ratios["first_second_p99_to_baseline"] = round(first[0]["p99"] / first[1]["p99"], 3)
+    settled = (warm["latency_ms_after_settle"], cold["latency_ms_after_settle"])
+    ratios |= {f"{q}_after_settle_to_baseline": round(settled[0][q] / settled[1][q], 3) for q in ("p50", "p99")}
+    print(f"warmed-up workers / cold ones, latency: {ratios}")
     return ratios
 
 

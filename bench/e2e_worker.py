@@ -162,6 +162,7 @@ def start_workers(
             "--commit-overlap", args.commit_overlap, "--log-level", args.worker_log_level,
             *(["--native-threads", str(args.native_threads)] if args.native_threads else []),
             *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
+            *(["--warm-up-records", str(args.warm_up_records)] if args.warm_up_records >= 0 else []),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
@@ -250,6 +251,7 @@ def common_result(
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
         "commit_overlap": args.commit_overlap, "native_threads": args.native_threads or None,
         "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
+        "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
@@ -280,6 +282,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="workers collect the next batch while the previous one commits")
     p.add_argument("--txn-retry-backoff-ms", type=int, default=0,
                    help="the workers' --txn-retry-backoff-ms (0: the worker's default)")
+    p.add_argument("--warm-up-records", type=int, default=-1,
+                   help="the workers' --warm-up-records (-1: the worker's default, one parse call's batch; 0: none)")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--worker-log-level", default="INFO", help="the workers' --log-level (DEBUG: one line per batch)")
     p.add_argument("--keep-topics", action="store_true")

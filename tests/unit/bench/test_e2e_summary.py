@@ -32,3 +32,38 @@ def test_busy_rate_needs_both_ends() -> None:
     assert totals.busy_rate() == 0.0
     totals.first_input_at, totals.last_commit_at = 10.0, 12.0
     assert totals.busy_rate() == 250.0
+
+
+def _latency(p50: float, p99: float, first_p99: float, settled_p99: float) -> dict[str, object]:
+    return {
+        "latency_ms": {"p50": p50, "p99": p99},
+        "latency_ms_by_second": [{"second": 0, "p99": first_p99}, {"second": 1, "p99": p99}],
+        "latency_ms_after_settle": {"p50": p50, "p99": settled_p99},
+    }
+
+
+def test_warm_up_pair_ratios_are_warmed_over_cold() -> None:
+    from bench.e2e_latency import WARM_UP_PAIR, _warm_up_pair
+
+    assert WARM_UP_PAIR == (0, -1)  # the baseline turns the warm-up off; the other run takes the default
+    ratios = _warm_up_pair(_latency(40, 200, 400, 80), _latency(30, 100, 100, 80))
+    assert ratios == {
+        "p50_to_baseline": 0.75, "p99_to_baseline": 0.5, "first_second_p99_to_baseline": 0.25,
+        "p50_after_settle_to_baseline": 0.75, "p99_after_settle_to_baseline": 1.0,
+    }  # fmt: skip
+
+
+def test_the_warm_up_option_reaches_the_workers_only_when_set(tmp_path: Path) -> None:
+    import argparse
+    from unittest import mock
+
+    from bench import e2e_worker
+
+    p = argparse.ArgumentParser()
+    e2e_worker.add_run_options(p, records=10, batch_records=5, batch_wait_ms=1)
+    for argv, expected in (([], None), (["--warm-up-records", "0"], "0"), (["--warm-up-records", "300"], "300")):
+        with mock.patch.object(e2e_worker.subprocess, "Popen") as popen:
+            e2e_worker.start_workers(p.parse_args(["--workers", "1", *argv]), "raw", "typed", "dlq", tmp_path)
+        command = popen.call_args.args[0]
+        given = command[command.index("--warm-up-records") + 1] if "--warm-up-records" in command else None
+        assert given == expected
