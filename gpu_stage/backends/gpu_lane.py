@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,13 +71,27 @@ def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
 
 @dataclass
 class _Slot:
-    """One batch in flight on the device: its stream and its device arrays between the passes."""
+    """A slot: its stream, on which its batches' copies and passes run in order."""
 
     index: int
     stream: Any
-    n: int = 0
-    arrays: dict[str, Any] = field(default_factory=dict)
-    sizes: npt.NDArray[np.int64] | None = None
+
+
+@dataclass
+class _Pass:
+    """One batch on the device, between its passes: its slot's stream, its device arrays and events.
+
+    ``sized`` completes when pass 1's sizes are in their host buffer, ``done`` when pass 2's last
+    piece is in the batch's output buffer (None while pass 2 is not queued, or has nothing to write).
+    """
+
+    index: int
+    stream: Any
+    n: int
+    arrays: dict[str, Any]
+    sizes: npt.NDArray[np.int64]
+    sized: Any
+    done: Any = None
 
 
 class CudaExecutor(Executor):
@@ -93,7 +107,7 @@ class CudaExecutor(Executor):
         from numba import cuda
 
         super().__init__()
-        self._cuda = cuda
+        self._cuda: Any = cuda
         self.fns = compile_lane("cuda", cache)
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
@@ -105,7 +119,7 @@ class CudaExecutor(Executor):
         self._views: dict[tuple[str, int], Any] = {}
         self._block_columns: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
         self._slots: dict[int, _Slot] = {}
-        self._writing: _Slot | None = None  # the slot whose pass 2 holds the output buffer
+        self._written: _Pass | None = None  # the batch whose pass 2 was queued last (it holds the output buffer)
         self.write_piece_bytes = WRITE_PIECE_BYTES
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
@@ -130,6 +144,8 @@ class CudaExecutor(Executor):
             return view
         held = self._arrays.get(name)
         if held is None or held.shape[0] < rows:
+            if held is not None:
+                self._quiesce(name)
             # Free the smaller buffer first: the pool (capped, shared with vLLM) never holds both.
             self._arrays.pop(name, None)
             self._views = {key: v for key, v in self._views.items() if key[0] != name}
@@ -143,13 +159,26 @@ class CudaExecutor(Executor):
             self._views = dict(list(self._views.items())[-_MAX_VIEWS // 2 :])
         return view
 
-    def _drop(self, names: list[str]) -> None:
-        """Free the device buffers kept under ``names`` (and their views).
+    def _quiesce(self, name: str) -> None:
+        """Wait for the work queued that may use the buffer ``name``, before it is freed.
 
-        Only for a slot's own buffers as its next batch starts: its earlier batch has finished, so
-        nothing queued still reads them.
+        A slot's next batch is queued behind its earlier one's pass 2, so a slot buffer that must
+        grow may still be read; the output buffer is every slot's. Rare: buffers only grow.
+        """
+        slot, dot, _ = name.partition(".")
+        own = dot and slot.isdigit() and int(slot) in self._slots
+        for owner in [self._slots[int(slot)]] if own else list(self._slots.values()):
+            owner.stream.synchronize()
+
+    def _drop(self, names: list[str]) -> None:
+        """Free the device buffers kept under ``names`` (and their views), once nothing queued reads them.
+
+        Only for a slot's own buffers as its next batch starts (a slot keeps one way's buffers).
         """
         if any(name in self._arrays for name in names):
+            for name in names:
+                if name in self._arrays:
+                    self._quiesce(name)
             for name in names:
                 self._arrays.pop(name, None)
             gone = set(names)
@@ -216,14 +245,15 @@ class CudaExecutor(Executor):
             held = self._slots[slot] = _Slot(slot, self._cuda.stream())
         return held
 
-    def submit(self, li: LaneInput, n: int, slot: int) -> _Slot:
+    def submit(self, li: LaneInput, n: int, slot: int) -> _Pass:
         """Queue the copies in, pass 1 and the sizes' copy back on the slot's stream.
 
         ``li.values`` is page-locked, and so are the columns ``li.pinned`` names: they go to the
-        device from where they are. The others are copied into page-locked buffers first.
+        device from where they are. The others are copied into page-locked buffers first. The
+        slot's earlier batch may still have pass 2 queued: the stream runs this batch's copies after
+        it, so they overwrite nothing it reads.
         """
-        state = self._slot(slot)
-        stream, k = state.stream, f"{slot}."
+        stream, k = self._slot(slot).stream, f"{slot}."
         cols = self._put_block(k, li, stream) or self._put_each(k, li, stream)
         values = cols["values"]
         a = {
@@ -244,34 +274,34 @@ class CudaExecutor(Executor):
         )  # fmt: skip
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)
-        state.n, state.arrays, state.sizes = n, a, host_sizes
-        return state
+        sized = self._cuda.event(timing=False)
+        sized.record(stream)
+        return _Pass(slot, stream, n, a, host_sizes, sized)
 
-    def sizes(self, handle: _Slot) -> I64:
-        """Wait for the slot's pass 1; a copy of its sizes (the page-locked buffer is the slot's)."""
-        handle.stream.synchronize()
-        assert handle.sizes is not None
+    def sizes(self, handle: _Pass) -> I64:
+        """Wait for the batch's pass 1; a copy of its sizes (the page-locked buffer is the slot's)."""
+        handle.sized.synchronize()
         return np.array(handle.sizes[: handle.n])
 
-    def submit_write(self, handle: _Slot, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+    def submit_write(self, handle: _Pass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
         """Queue pass 2 and the copies of its output into ``out`` (page-locked) on the slot's stream.
 
         The output goes through one device buffer in pieces of about :func:`piece_bytes` (at most
         :attr:`write_piece_bytes`), each written by a launch of pass 2 for the rows that start in it,
         then copied out: the device holds a piece, not a whole batch's output (as large as its values).
         The stream orders a piece's launch after the copy of the one before. The slots share that
-        buffer: a pass 2 still queued on another slot's stream is waited for first (the lane's
-        stream order never leaves one queued, so this wait is free there).
+        buffer: the stream first waits, on the device, for the pass 2 queued before this one on
+        another slot's stream to be done with it; the host does not wait.
         """
         pieces = write_pieces(offsets, piece_bytes(int(offsets[-1]), self.write_piece_bytes))
         if not pieces:
             return
-        if self._writing is not None and self._writing is not handle:
-            self._writing.stream.synchronize()
-        self._writing = handle
         a, stream, n = handle.arrays, handle.stream, handle.n
-        device_starts = self._put("starts", starts, stream)
+        device_starts = self._put(f"{handle.index}.starts", starts, stream)
         device_out = self._device("out", max(hi - lo for lo, hi in pieces), np.uint8)
+        before = self._written
+        if before is not None and before.stream is not stream and before.done is not None:
+            before.done.wait(stream)
         blocks = (n + THREADS - 1) // THREADS
         for lo, hi in pieces:
             self.write(
@@ -279,9 +309,10 @@ class CudaExecutor(Executor):
                 self.nprops, *a["content"], *a["records"], device_starts, lo, hi, device_out,
             )  # fmt: skip
             device_out[: hi - lo].copy_to_host(out[lo:hi], stream=stream)
+        handle.done = self._cuda.event(timing=False)
+        handle.done.record(stream)
+        self._written = handle
 
-    def wait(self, handle: _Slot) -> None:
-        """Wait for everything queued on the slot's stream."""
-        handle.stream.synchronize()
-        if self._writing is handle:
-            self._writing = None
+    def wait(self, handle: _Pass) -> None:
+        """Wait until the batch's output is in its host buffer (pass 1's sizes when it had none)."""
+        (handle.done or handle.sized).synchronize()

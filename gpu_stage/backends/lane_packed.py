@@ -15,10 +15,13 @@ per record on the host. Per batch:
    whole output into a pooled page-locked buffer.
 4. ``finish``: wait for that copy; the native core's rows go into the gaps left for them.
 
-:meth:`PackedLane.stream` keeps two batches in flight in two slots: ``start`` of batch k+1 runs on
-this thread while the native core does batch k's other rows on its own, and the device's transfers
-and pass 1 of batch k+1 run while this thread finishes batch k. The output is byte-identical to the
-native core on the same records (the tests hold it so).
+:meth:`PackedLane.stream` keeps batches in flight in two slots. Batch k+2 is queued into batch k's
+slot as soon as k's pass 2 is: the slot's stream runs its copy in right after that pass 2 (which
+still reads k's values), so the device never waits for this thread to come back from batch k. Then
+batch k+1's pass 2 is queued (the device runs it after k's: they share the output buffer), and
+only then does this thread wait, for k+2's pass 1 (whose rows the native core then does on its own
+thread) and for k's output. The output is byte-identical to the native core on the same records
+(the tests hold it so).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,21 +158,29 @@ class PackedLane:
                 self._middle(alone, self._rest_rows(self._measured(alone)))
                 yield self._finish(alone)
             return
+        # The native core does a batch's other rows on its own thread; device calls stay on this one.
         job = self._next(source, 0)
-        # The native core does a batch's other rows on its own thread while this one packs the next
-        # batch; device calls stay on this thread.
-        rest = None if job is None else self._rest.submit(self._rest_rows, self._measured(job))
-        while job is not None and rest is not None:
-            upcoming = self._next(source, (job.slot + 1) % self.executor.SLOTS)
-            with self.clock.stage("lane_wait_rest"):
-                rest_rows = rest.result()
-            self._middle(job, rest_rows)
-            # The next batch's pass 1 was queued before this one's pass 2: its rows for the native
-            # core are known, and that thread starts on them while this one waits for pass 2.
-            if upcoming is not None:
-                rest = self._rest.submit(self._rest_rows, self._measured(upcoming))
+        if job is None:
+            return
+        upcoming = self._next(source, (job.slot + 1) % self.executor.SLOTS)
+        self._middle(job, self._rest_of(self._rest.submit(self._rest_rows, self._measured(job))))
+        rest = None if upcoming is None else self._rest.submit(self._rest_rows, self._measured(upcoming))
+        while job is not None:
+            # Batch k's pass 2 is queued; batch k+1's pass 1 is done and the native core has its rows.
+            # Batch k+2 goes into k's slot now: its stream runs k+2's copy in right after k's pass 2,
+            # with no wait for this thread, and k+1's pass 2 is queued before this thread waits for
+            # anything of k+2's (the device runs it right after k's).
+            after = self._next(source, job.slot)
+            if upcoming is not None and rest is not None:
+                self._middle(upcoming, self._rest_of(rest))
+            rest = None if after is None else self._rest.submit(self._rest_rows, self._measured(after))
             yield self._finish(job)
-            job = upcoming
+            job, upcoming = upcoming, after
+
+    def _rest_of(self, rest: Future[tuple[I64, tuple[bytes, I64, I64, DeadLetters]]]) -> Any:
+        """The native core's result for a batch's other rows, once its thread has it."""
+        with self.clock.stage("lane_wait_rest"):
+            return rest.result()
 
     def _next(self, source: Iterator[PackedBatch], slot: int) -> _Job | None:
         batch = next(source, None)

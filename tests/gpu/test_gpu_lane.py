@@ -153,8 +153,11 @@ def test_the_backend_streams_packed_batches_and_counts_them() -> None:
     assert sum(len(r.bad) for r in results) == len(cut) + errors > len(cut)
 
 
-def test_a_stream_whose_results_are_let_go_reuses_one_output_buffer() -> None:
-    """Neither the backend nor the lane holds a result once it is yielded (each pins a pooled buffer)."""
+def test_a_stream_whose_results_are_let_go_reuses_two_output_buffers() -> None:
+    """Neither the backend nor the lane holds a result once it is yielded (each pins a pooled buffer).
+
+    Two, not one: batch k+1's pass 2 is queued, into a buffer of its own, before batch k is yielded.
+    """
     from gpu_stage.backends.gpu import GpuBackend
     from gpu_stage.packed import PackedBatch
 
@@ -167,7 +170,7 @@ def test_a_stream_whose_results_are_let_go_reuses_one_output_buffer() -> None:
     for result in backend.parse_stream(PackedBatch.of(raw) for raw in _split(values, [10_000] * 6)):
         assert len(result.encoded) > 0
         del result
-    assert len(made) == 1
+    assert len(made) == 2
 
 
 def test_a_batch_in_an_input_buffer_goes_to_the_device_in_one_copy() -> None:
