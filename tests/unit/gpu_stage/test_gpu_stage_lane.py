@@ -514,3 +514,24 @@ def test_cpu_lane_backend_times_the_host_stages_of_what_it_parses() -> None:
     assert backend.clock.seconds == {}
     _assert_same(backend.parse(raw), NativeBackend(TransformSettings()).parse(raw))
     assert backend.name == "lane-cpu"
+
+
+def test_a_stream_whose_results_are_let_go_reuses_two_output_buffers() -> None:
+    """Batch k+1's pass 2 is queued, into an output buffer of its own, before batch k is yielded.
+
+    So a stream holds two pooled output buffers, and no more when its results are let go: the pool
+    allocates two for six batches. The CUDA tier checks the same through the GPU backend.
+    """
+    lane, native = LaneTransform(TransformSettings(), CpuExecutor), NativeBackend(TransformSettings())
+    pool = lane.packed.pool
+    made: list[int] = []
+    allocate = pool._allocate
+    pool._allocate = lambda size: (made.append(size), allocate(size))[1]  # type: ignore[method-assign]
+    values = synth.bodies(60_000)  # batches of 10 k: each fits a buffer the pool made for an earlier one
+    raws = [synth.batch(values[i : i + 10_000], first_offset=i) for i in range(0, 60_000, 10_000)]
+    wanted = iter([native.parse(raw).encoded.buf for raw in raws])
+    # Not zip(raws, stream): zip keeps its last tuple, and with it the last result, for reuse.
+    for result in lane.packed.stream(PackedBatch.of(raw) for raw in raws):
+        assert bytes(result.encoded.buf) == next(wanted)
+        del result
+    assert len(made) == 2
