@@ -1,4 +1,4 @@
-"""The device lane over packed batches, two batches in flight: no Python object per record, no merge copy.
+"""The device lane over packed batches, in two slots: no Python object per record, no merge copy.
 
 A :class:`~gpu_stage.packed.PackedBatch` already holds its values, keys and headers back to back, so
 each reaches the device with one transfer: straight from its own buffer when that is one of the
