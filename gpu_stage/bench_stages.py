@@ -26,6 +26,7 @@ from gpu_stage.backends import select
 from gpu_stage.backends.base import Backend, TransformSettings
 from gpu_stage.batch import RawBatch
 from gpu_stage.bench_transform import write_result
+from gpu_stage.runtime import reset_counters
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
@@ -55,9 +56,7 @@ def timed_pass(backend: Backend, batches: list[RawBatch], warm_up: RawBatch) -> 
     so a sweep up to 1M-record batches does not pay a whole extra batch per pass.
     """
     backend.parse(warm_up)
-    reset = getattr(backend, "reset_counters", None)
-    if reset is not None:
-        reset()
+    reset_counters(backend)
     digest = hashlib.sha256()
     seconds: list[float] = []
     records = good = 0

@@ -44,7 +44,7 @@ from gpu_stage.backends.base import Backend, StreamBackend, TransformSettings
 from gpu_stage.backends.reference import ROW_LAYOUT, ReferenceBackend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.packed import PackedBatch
-from gpu_stage.runtime import tune_process
+from gpu_stage.runtime import reset_counters, tune_process
 from gpu_stage.synth import SynthConfig, batch, bodies
 from llmpipe.errors import ConfigError
 
@@ -135,13 +135,6 @@ def _shape(result: ParseResult) -> tuple[int, int, int]:
     return len(result.encoded), len(result.bad), len(result.encoded.buf)
 
 
-def _reset_counters(backend: Any) -> None:
-    """Forget the warm-up's stage times and lane counts, so they cover the timed batches alone."""
-    reset = getattr(backend, "reset_counters", None)
-    if reset is not None:
-        reset()
-
-
 def _profiled(profiler: cProfile.Profile | None) -> contextlib.AbstractContextManager[Any]:
     """``profiler`` enabled for the block (nothing without one)."""
     return profiler if profiler is not None else contextlib.nullcontext()
@@ -157,7 +150,7 @@ def time_batches(
     timed calls.
     """
     backend.parse(batches[0])  # warm-up: first-call costs are not throughput
-    _reset_counters(backend)
+    reset_counters(backend)
     out = Timed()
     for raw in batches:
         start = time.perf_counter()
@@ -191,7 +184,7 @@ def time_stream(
     """
     for warm in backend.parse_stream(batches[:3], overlap=overlap):
         del warm  # none held into the timed stream: each would keep a pooled buffer busy there
-    _reset_counters(backend)
+    reset_counters(backend)
     out = Timed()
     results = iter(backend.parse_stream(batches, overlap=overlap))
     last = time.perf_counter()

@@ -59,9 +59,14 @@ def warm_up(backend: Backend, records: int) -> float:
     batch = synth.batch(synth.bodies(records))
     for _ in range(2):
         backend.parse(batch)
-    reset = getattr(backend, "reset_counters", None)
-    if callable(reset):
-        reset()
+    reset_counters(backend)
     seconds = time.perf_counter() - started
     log.info("%s backend warmed up on %d generated records in %.2fs", backend.name, records, seconds)
     return seconds
+
+
+def reset_counters(backend: object) -> None:
+    """Forget a warm-up's stage times and lane counts, for backends that keep them (``reset_counters``)."""
+    reset = getattr(backend, "reset_counters", None)
+    if callable(reset):
+        reset()
