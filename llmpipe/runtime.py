@@ -62,7 +62,7 @@ def configure_logging(spec: str) -> None:
 def logging_levels(spec: str) -> tuple[int, dict[str, int]]:
     """The root's level and each named logger's from ``LEVEL,logger=LEVEL,…`` (``ValueError`` if malformed).
 
-    Also an argparse ``type`` check, so a bad spec is a usage error at start.
+    :func:`logging_spec` runs it as an argparse ``type``, so a bad spec is a usage error at start.
     """
     parts = [part.strip() for part in spec.split(",") if part.strip()]
     if not parts:

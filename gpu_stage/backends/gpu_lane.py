@@ -175,15 +175,14 @@ class CudaExecutor(Executor):
 
         Only for a slot's own buffers as its next batch starts (a slot keeps one way's buffers).
         """
-        if any(name in self._arrays for name in names):
-            for name in names:
-                if name in self._arrays:
-                    self._quiesce(name)
-            for name in names:
-                self._arrays.pop(name, None)
-            gone = set(names)
-            self._views = {key: view for key, view in self._views.items() if key[0] not in gone}
-            self._forget_columns(gone)
+        gone = {name for name in names if name in self._arrays}
+        if not gone:
+            return
+        self._quiesce(next(iter(gone)))  # one slot's buffers: one stream to wait for
+        for name in gone:
+            del self._arrays[name]
+        self._views = {key: view for key, view in self._views.items() if key[0] not in gone}
+        self._forget_columns(gone)
 
     def _forget_columns(self, names: set[str]) -> None:
         """Let go of the column views of the blocks in ``names`` (views keep their buffer alive)."""
