@@ -221,11 +221,17 @@ def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _backoff_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
-    """P50 and P99 (whole run, and from ``--settle-s`` on), the short backoff over librdkafka's: below 1 is lower."""
+def _to_baseline(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
+    """P50 and P99 of ``new`` over ``base``'s, for the whole run and from ``--settle-s`` on: below 1 is lower."""
     ratios = {f"{q}_to_baseline": round(new["latency_ms"][q] / base["latency_ms"][q], 3) for q in ("p50", "p99")}
     settled = (new["latency_ms_after_settle"], base["latency_ms_after_settle"])
     ratios |= {f"{q}_after_settle_to_baseline": round(settled[0][q] / settled[1][q], 3) for q in ("p50", "p99")}
+    return ratios
+
+
+def _backoff_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
+    """:func:`_to_baseline` of the short backoff over librdkafka's."""
+    ratios = _to_baseline(base, new)
     print(f"txn retry backoff {new['txn_retry_backoff_ms']} ms / {base['txn_retry_backoff_ms']} ms, latency: {ratios}")
     return ratios
 
@@ -235,12 +241,10 @@ WARM_UP_PAIR = (0, -1)
 
 
 def _warm_up_pair(cold: dict[str, Any], warm: dict[str, Any]) -> dict[str, float]:
-    """P50 and P99 (whole run, first second, and from ``--settle-s`` on) warmed over cold: below 1 is lower."""
+    """:func:`_to_baseline` of warmed-up workers over cold ones, and the same for the first second's P99."""
     first = (warm["latency_ms_by_second"][0], cold["latency_ms_by_second"][0])
-    ratios = {f"{q}_to_baseline": round(warm["latency_ms"][q] / cold["latency_ms"][q], 3) for q in ("p50", "p99")}
+    ratios = _to_baseline(cold, warm)
     ratios["first_second_p99_to_baseline"] = round(first[0]["p99"] / first[1]["p99"], 3)
-    settled = (warm["latency_ms_after_settle"], cold["latency_ms_after_settle"])
-    ratios |= {f"{q}_after_settle_to_baseline": round(settled[0][q] / settled[1][q], 3) for q in ("p50", "p99")}
     print(f"warmed-up workers / cold ones, latency: {ratios}")
     return ratios
 
