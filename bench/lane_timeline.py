@@ -19,9 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_stage.bench_transform import make_backend
+from gpu_stage.bench_transform import corpus_batches, make_backend
 from gpu_stage.packed import PackedBatch
-from gpu_stage.synth import SynthConfig, batch, bodies
 
 
 @dataclass
@@ -157,8 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     backend: Any = make_backend("gpu")
     timeline = Timeline(backend.lane.executor)
-    values = bodies(args.records, SynthConfig(seed=7, target_bytes=args.body_bytes))
-    raws = [batch(values[i : i + args.batch_size], first_offset=i) for i in range(0, args.records, args.batch_size)]
+    _, raws = corpus_batches(args.records, args.batch_size, 7, args.body_bytes)
     packed = [PackedBatch.of(raw, backend.input_buffer) for raw in raws]
     for warm in backend.parse_stream(packed[:3], overlap=not args.serial):
         del warm

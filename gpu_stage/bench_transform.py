@@ -218,7 +218,7 @@ def _device_facts(backend: Backend, batches: list[RawBatch], timed: Timed) -> di
 
 
 @functools.lru_cache(maxsize=1)
-def _corpus(records: int, batch_size: int, seed: int, body_bytes: int) -> tuple[list[bytes], list[RawBatch]]:
+def corpus_batches(records: int, batch_size: int, seed: int, body_bytes: int) -> tuple[list[bytes], list[RawBatch]]:
     """The bodies and their batches, made once for every backend and input of one invocation."""
     values = bodies(records, SynthConfig(seed=seed, target_bytes=body_bytes))
     return values, [batch(values[i : i + batch_size], first_offset=i) for i in range(0, records, batch_size)]
@@ -240,7 +240,7 @@ def run(
     into the backend's own input buffers, as a fetch into them would leave them) or ``"serial"``
     (pinned, nothing overlapped).
     """
-    values, batches = _corpus(records, batch_size, seed, body_bytes)
+    values, batches = corpus_batches(records, batch_size, seed, body_bytes)
     if packed:
         if not isinstance(backend, StreamBackend):
             msg = f"backend {backend.name} does not take packed batches"
