@@ -5,9 +5,9 @@ Per batch: the packed values, keys and headers, their ends and the record column
 sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in pieces of a few
 MiB through one device buffer, each piece copied back into one host buffer. Each slot (a batch in
 flight) has its own CUDA stream and buffers, so one batch's copies and kernels can run while the
-host finishes another. Buffers grow to the largest batch seen and are reused, so a steady stream of
-batches allocates nothing. Importing this module needs numba-cuda (it ships with cuDF); nothing runs
-until :class:`CudaExecutor` is built.
+host finishes another. Buffers grow to the largest batch seen (byte buffers with a little headroom)
+and are reused, so a steady stream of batches allocates nothing. Importing this module needs
+numba-cuda (it ships with cuDF); nothing runs until :class:`CudaExecutor` is built.
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ PIECES_AT_LEAST = 4
 device then holds a quarter of it, not all of it; at 10 k 1 KB rows a batch's output is about as
 large as its input, so one piece would hold a batch's worth of device memory on its own."""
 MIN_PIECE_BYTES = 1 << 20
+HEADROOM_PARTS = 64
+"""A byte buffer (a slot's block or values, the output piece) is allocated 1/64 larger than asked.
+Batches' byte sizes vary a little around their mean (a 100 k batch of ~1 KB bodies by well under 1%,
+an output piece by up to a row), so a buffer sized exactly grows again at each new largest batch, and
+growing waits for everything queued that may read it: a stall of the feeding thread of up to a batch's
+device time. Row buffers are sized by a batch's row count, which repeats, and get none."""
 
 
 def piece_bytes(total: int, largest: int) -> int:
@@ -50,6 +56,12 @@ def piece_bytes(total: int, largest: int) -> int:
     if largest <= 0:
         return 0
     return min(largest, max(MIN_PIECE_BYTES, -(-total // PIECES_AT_LEAST)))
+
+
+def capacity(rows: int, dtype: Any, width: int = 0) -> int:
+    """Items to allocate for a grow-only device buffer asked for ``rows`` items (:data:`HEADROOM_PARTS`)."""
+    headroom = rows // HEADROOM_PARTS if width == 0 and np.dtype(dtype).itemsize == 1 else 0
+    return max(rows + headroom, 1024)
 
 
 def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
@@ -145,14 +157,15 @@ class CudaExecutor(Executor):
         held = self._arrays.get(name)
         if held is None or held.shape[0] < rows:
             if held is not None:
-                self._quiesce(name)
+                with self.clock.stage("lane_wait_growth"):  # part of the queueing stage it happens in
+                    self._quiesce(name)
             # Free the smaller buffer first: the pool (capped, shared with vLLM) never holds both.
             self._arrays.pop(name, None)
             self._views = {key: v for key, v in self._views.items() if key[0] != name}
             self._forget_columns({name})
             del held
-            capacity = max(rows, 1024)
-            held = self._cuda.device_array((capacity, width) if width else (capacity,), dtype=dtype)
+            items = capacity(rows, dtype, width)
+            held = self._cuda.device_array((items, width) if width else (items,), dtype=dtype)
             self._arrays[name] = held
         view = self._views[(name, rows)] = held[:rows]
         if len(self._views) > _MAX_VIEWS:  # batches of many sizes: keep the newest views only
