@@ -31,6 +31,23 @@ class Transform:
         bytes,
         list[tuple[int, str, str]],
     ]: ...
+    def start_packed(
+        self, columns: tuple[Buffer, ...], positions: Buffer | None = None, threads: int = 1
+    ) -> PackedRun: ...
+
+class PackedRun:
+    """``Transform.run_packed`` running on a native thread; ``result()`` waits for it (once)."""
+
+    @property
+    def seconds(self) -> float | None: ...
+    def result(
+        self,
+    ) -> tuple[
+        bytes,
+        bytes,
+        bytes,
+        list[tuple[int, str, str]],
+    ]: ...
 
 def check_packed(columns: tuple[Buffer, ...]) -> None: ...
 def copy_into(src: Buffer, dst: Buffer) -> None: ...

@@ -9,7 +9,8 @@ per record on the host. Per batch:
 1. ``start``: queue the transfers (values, keys and headers: the device reads the record's own
    columns from the last two), pass 1 and the sizes' copy back on the slot's stream.
 2. ``rest``: once the sizes are in, the native core transforms the rows the lane did not take, read
-   in place from the packed buffers (on a thread of its own).
+   in place from the packed buffers, on a native thread of its own (no Python thread: one would
+   wait for the GIL to start and to return while this thread runs Python code).
 3. ``middle``: every good row's final offset follows from both sets of sizes (one prefix sum in
    batch order); queue pass 2, which writes the lane's rows at those offsets, and the copy of the
    whole output into a pooled page-locked buffer.
@@ -20,7 +21,7 @@ slot as soon as k's pass 2 is: the slot's stream runs its copy in right after th
 still reads k's values), so the device never waits for this thread to come back from batch k. Then
 batch k+1's pass 2 is queued (the device runs it after k's: they share the output buffer), and
 only then does this thread wait, for k+2's pass 1 (whose rows the native core then does on its own
-thread) and for k's output. The output is byte-identical to the native core on the same records
+native thread) and for k's output. The output is byte-identical to the native core on the same records
 (the tests hold it so).
 """
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,10 +38,10 @@ import numpy.typing as npt
 
 from gpu_stage.backends.lane import I64, Executor, LaneInput, UpstreamFound
 from gpu_stage.backends.lane_rows import NOT_TAKEN, UPSTREAM_ERROR
-from gpu_stage.backends.native import NativeBackend
+from gpu_stage.backends.native import NativeBackend, NativeRun, Packed
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult
-from gpu_stage.packed import DeadLetters, PackedBatch, Picked, last_end
+from gpu_stage.packed import PackedBatch, Picked, last_end
 from llmpipe.dlq import BadRecord
 
 U8 = npt.NDArray[np.uint8]
@@ -123,7 +123,6 @@ class PackedLane:
         self.rows = 0
         self.taken_rows = 0
         self.copied_batches = 0
-        self._rest = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lane-rest")
 
     def input_buffer(self, size: int) -> U8:
         """A host buffer (page-locked for the device) to pack a batch into (``PackedBatch.of``'s ``allocate``).
@@ -155,16 +154,16 @@ class PackedLane:
         if not overlap:
             for batch in source:
                 alone = self._start(batch, 0)
-                self._middle(alone, self._rest_rows(self._measured(alone)))
+                self._middle(alone, self._rest_of(self._rest_rows(self._measured(alone))))
                 yield self._finish(alone)
             return
-        # The native core does a batch's other rows on its own thread; device calls stay on this one.
+        # The native core does a batch's other rows on a thread of its own; device calls stay on this one.
         job = self._next(source, 0)
         if job is None:
             return
         upcoming = self._next(source, (job.slot + 1) % self.executor.SLOTS)
-        self._middle(job, self._rest_of(self._rest.submit(self._rest_rows, self._measured(job))))
-        rest = None if upcoming is None else self._rest.submit(self._rest_rows, self._measured(upcoming))
+        self._middle(job, self._rest_of(self._rest_rows(self._measured(job))))
+        rest = None if upcoming is None else self._rest_rows(self._measured(upcoming))
         while job is not None:
             # Batch k's pass 2 is queued; batch k+1's pass 1 is done and the native core has its rows.
             # Batch k+2 goes into k's slot now: its stream runs k+2's copy in right after k's pass 2,
@@ -173,14 +172,20 @@ class PackedLane:
             after = self._next(source, job.slot)
             if upcoming is not None and rest is not None:
                 self._middle(upcoming, self._rest_of(rest))
-            rest = None if after is None else self._rest.submit(self._rest_rows, self._measured(after))
+            rest = None if after is None else self._rest_rows(self._measured(after))
             yield self._finish(job)
             job, upcoming = upcoming, after
 
-    def _rest_of(self, rest: Future[tuple[I64, tuple[bytes, I64, I64, DeadLetters]]]) -> Any:
-        """The native core's result for a batch's other rows, once its thread has it."""
+    def _rest_of(self, rest: tuple[I64, NativeRun]) -> tuple[I64, Packed]:
+        """The native core's result for a batch's other rows, once its thread has it.
+
+        ``lane_rest_native`` is that thread's time on them; ``lane_wait_rest`` this one's wait.
+        """
+        slow, run = rest
         with self.clock.stage("lane_wait_rest"):
-            return rest.result()
+            done = run.result()
+        self.clock.add("lane_rest_native", run.seconds)
+        return slow, done
 
     def _next(self, source: Iterator[PackedBatch], slot: int) -> _Job | None:
         batch = next(source, None)
@@ -209,13 +214,12 @@ class PackedLane:
                 job.sizes = self.executor.sizes(job.handle)
         return job
 
-    def _rest_rows(self, job: _Job) -> tuple[I64, tuple[bytes, I64, I64, DeadLetters]]:
-        """The rows the lane did not take, and the native core's result for them."""
+    def _rest_rows(self, job: _Job) -> tuple[I64, NativeRun]:
+        """The rows the lane did not take, and the native core started on them."""
         slow = np.flatnonzero(job.sizes == NOT_TAKEN)
-        with self.clock.stage("lane_rest_native"):
-            return slow, self.native.run_packed(job.batch, slow)
+        return slow, self.native.start_packed(job.batch, slow)
 
-    def _middle(self, job: _Job, rest: tuple[I64, tuple[bytes, I64, I64, DeadLetters]]) -> None:
+    def _middle(self, job: _Job, rest: tuple[I64, Packed]) -> None:
         """Every good row's offset in batch order; queue pass 2 for the lane's rows."""
         n = len(job.batch)
         if n == 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,9 @@ from gpu_stage.batch import EncodedRows, IntColumn, ParseResult, RawBatch
 from gpu_stage.packed import I64, DeadLetters, PackedBatch, Picked
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.errors import ConfigError
+
+if TYPE_CHECKING:
+    import llmpipe_native
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +36,14 @@ def native_unusable_reason() -> str | None:
     except ImportError as exc:
         return f"llmpipe_native is not importable ({exc}); install it with: pip install ./native"
     return None
+
+
+Packed = tuple[bytes, I64, I64, DeadLetters]
+"""What the native core makes of some rows of a packed batch (see :meth:`NativeBackend.run_packed`)."""
+
+
+def _picks(positions: I64 | None) -> I64 | None:
+    return None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
 
 
 def _int64_bytes(column: IntColumn) -> bytes:
@@ -93,15 +105,26 @@ class NativeBackend:
         keys = [batch.keys[i] for i in rows.tolist()]
         return EncodedRows(buf, offsets, rows, keys), list(bad)
 
-    def run_packed(self, batch: PackedBatch, positions: I64 | None = None) -> tuple[bytes, I64, I64, DeadLetters]:
+    def run_packed(self, batch: PackedBatch, positions: I64 | None = None) -> Packed:
         """The records at ``positions`` (increasing; None: all) of a packed batch, read in place.
 
         Returns ``(buf, ends, rows, bad)``: the encoded rows back to back, each one's end in ``buf``,
         its batch position, and the dead letters (position, reason and text each; their records are
         made when read, so the call makes no Python object per record).
         """
-        picks = None if positions is None else np.ascontiguousarray(positions, dtype=np.int64)
-        buf, ends, rows, bad = self._core.run_packed(batch.columns(), picks, self.threads)
+        return self._unpacked(batch, self._core.run_packed(batch.columns(), _picks(positions), self.threads))
+
+    def start_packed(self, batch: PackedBatch, positions: I64 | None = None) -> NativeRun:
+        """:meth:`run_packed` started on a native thread; the batch's buffers stay untouched until its result.
+
+        For a caller whose own thread is busy meanwhile (the device lane's feeding thread): a Python
+        thread running the call would wait for the GIL to start and again to return, up to the
+        interpreter's switch interval each time while that thread runs Python code.
+        """
+        return NativeRun(self, batch, self._core.start_packed(batch.columns(), _picks(positions), self.threads))
+
+    def _unpacked(self, batch: PackedBatch, raw: tuple[bytes, bytes, bytes, list[tuple[int, str, str]]]) -> Packed:
+        buf, ends, rows, bad = raw
         dead = DeadLetters(batch, self.settings.stage, bad)
         return buf, np.frombuffer(ends, dtype=np.int64), np.frombuffer(rows, dtype=np.int64), dead
 
@@ -124,3 +147,19 @@ class NativeBackend:
 
     def _dead_letter(self, batch: RawBatch, i: int, reason: str, text: str) -> BadRecord:
         return dead_letter(batch, i, self.settings.stage, Reason(reason), text)
+
+
+class NativeRun:
+    """:meth:`NativeBackend.run_packed` on a native thread: :meth:`result` waits for it (without the GIL)."""
+
+    def __init__(self, backend: NativeBackend, batch: PackedBatch, run: llmpipe_native.PackedRun) -> None:
+        self._backend, self._batch, self._run = backend, batch, run
+
+    def result(self) -> Packed:
+        """What :meth:`NativeBackend.run_packed` returns for the same rows; once only."""
+        return self._backend._unpacked(self._batch, self._run.result())
+
+    @property
+    def seconds(self) -> float:
+        """Seconds the native thread spent on the rows (0 until :meth:`result` returned)."""
+        return self._run.seconds or 0.0

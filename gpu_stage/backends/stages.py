@@ -33,6 +33,10 @@ class StageClock:
                 self.sync()
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
+    def add(self, name: str, seconds: float) -> None:
+        """Count ``seconds`` timed elsewhere (on a native thread) to stage ``name``."""
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
     def reset(self) -> None:
         """Forget earlier timings (a benchmark resets after its warm-up batch)."""
         self.seconds.clear()

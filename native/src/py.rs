@@ -1,7 +1,9 @@
 //! The Python module `llmpipe_native`: one class, `Transform`, whose `run` takes a batch's columns
 //! and returns the encoded buffer, row ends, row positions and dead letters.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -16,9 +18,10 @@ const ATTRIBUTES: &str = "attributes";
 
 #[pyclass(frozen, name = "Transform", module = "llmpipe_native")]
 struct PyTransform {
-    inner: crate::Transform,
+    /// Shared with the threads of `start_packed` runs.
+    inner: Arc<crate::Transform>,
     /// The output buffer, kept between batches (see `Transform::run`).
-    scratch: Mutex<Vec<u8>>,
+    scratch: Arc<Mutex<Vec<u8>>>,
 }
 
 /// The owned Python objects a record's slices borrow from.
@@ -205,10 +208,96 @@ impl PyTransform {
 
     /// A run's result as Python objects; the output buffer is kept for the next batch.
     fn result<'py>(&self, py: Python<'py>, out: crate::Output, bad: Bound<'py, PyList>) -> RunResult<'py> {
-        let buf = PyBytes::new(py, &out.buf);
-        let (ends, positions) = (int64_bytes(py, &out.ends), int64_bytes(py, &out.positions));
-        *self.scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
-        (buf, ends, positions, bad)
+        result_of(py, &self.scratch, out, bad)
+    }
+}
+
+fn result_of<'py>(py: Python<'py>, scratch: &Mutex<Vec<u8>>, out: crate::Output, bad: Bound<'py, PyList>) -> RunResult<'py> {
+    let buf = PyBytes::new(py, &out.buf);
+    let (ends, positions) = (int64_bytes(py, &out.ends), int64_bytes(py, &out.positions));
+    *scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
+    (buf, ends, positions, bad)
+}
+
+/// The batch positions to transform (every record's for None), checked against the batch.
+fn picks_of(packed: &Packed<'_>, positions: Option<&PyBuffer<i64>>) -> PyResult<Vec<i64>> {
+    let picks: Vec<i64> = match positions {
+        Some(p) => view(p, "positions")?.to_vec(),
+        None => (0..packed.len() as i64).collect(),
+    };
+    if picks.iter().any(|&p| p < 0 || p as usize >= packed.len()) {
+        return Err(PyValueError::new_err("a position lies outside the batch"));
+    }
+    packed.check_headers(Some(&picks)).map_err(PyValueError::new_err)?;
+    Ok(picks)
+}
+
+/// The records at `picks` (checked by `picks_of`) transformed; rows carry batch positions.
+fn run_picks(inner: &crate::Transform, packed: &Packed<'_>, picks: &[i64], threads: usize, scratch: Vec<u8>) -> crate::Output {
+    let records: Vec<RawRecord<'_>> = picks.iter().map(|&p| packed.record(p as usize)).collect();
+    let mut out = inner.run_split(&records, threads, scratch);
+    for row in &mut out.positions {
+        *row = picks[*row as usize];
+    }
+    out
+}
+
+/// A run's result, its dead letters as `(position, reason, text)`: a dead letter's record stays in
+/// the batch until its dead-letter record is made (Python objects, under the GIL, only when read).
+fn picked_result<'py>(py: Python<'py>, scratch: &Mutex<Vec<u8>>, mut out: crate::Output, picks: &[i64]) -> PyResult<RunResult<'py>> {
+    let bad = PyList::empty(py);
+    for (i, reason, text) in std::mem::take(&mut out.bad) {
+        bad.append((picks[i], reason, text))?;
+    }
+    Ok(result_of(py, scratch, out, bad))
+}
+
+/// A `Transform.start_packed` run: the records of a packed batch transformed on a native thread.
+///
+/// No Python thread takes part, so nothing waits for the GIL on the way in or out: a Python thread
+/// would need it to start the work and again to return it, and a thread busy running Python code
+/// holds it for up to the interpreter's switch interval (5 ms) each time.
+#[pyclass(name = "PackedRun", module = "llmpipe_native")]
+struct PackedRun {
+    /// Joined before `held` is let go (see `Drop`): the thread reads the buffers `held` keeps.
+    work: Option<JoinHandle<(crate::Output, f64)>>,
+    /// The result of a run with no records, made at once (no thread for nothing).
+    ready: Option<(crate::Output, f64)>,
+    picks: Arc<Vec<i64>>,
+    scratch: Arc<Mutex<Vec<u8>>>,
+    seconds: Option<f64>,
+    held: Option<PackedBuffers>,
+}
+
+#[pymethods]
+impl PackedRun {
+    /// Wait for the run (without the GIL) and return what `run_packed` returns; once only.
+    fn result<'py>(&mut self, py: Python<'py>) -> PyResult<RunResult<'py>> {
+        let (out, seconds) = match (self.ready.take(), self.work.take()) {
+            (Some(ready), _) => ready,
+            (None, Some(work)) => {
+                let joined = py.detach(|| work.join());
+                self.held = None;
+                joined.map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("the native run panicked"))?
+            }
+            (None, None) => return Err(PyValueError::new_err("this run's result was taken")),
+        };
+        self.seconds = Some(seconds);
+        picked_result(py, &self.scratch, out, &self.picks)
+    }
+
+    /// Seconds the native thread spent on the run (None until its result is taken).
+    #[getter]
+    fn seconds(&self) -> Option<f64> {
+        self.seconds
+    }
+}
+
+impl Drop for PackedRun {
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            let _ = work.join(); // the thread reads `held`'s buffers: it ends before they are let go
+        }
     }
 }
 
@@ -218,7 +307,7 @@ impl PyTransform {
     #[new]
     fn new(avro_schema: &str, content_schema: &str, max_record_bytes: usize) -> PyResult<Self> {
         crate::Transform::new(avro_schema, content_schema, max_record_bytes)
-            .map(|inner| PyTransform { inner, scratch: Mutex::new(Vec::new()) })
+            .map(|inner| PyTransform { inner: Arc::new(inner), scratch: Arc::new(Mutex::new(Vec::new())) })
             .map_err(PyValueError::new_err)
     }
 
@@ -330,35 +419,37 @@ impl PyTransform {
     ) -> PyResult<RunResult<'py>> {
         let held = PackedBuffers::of(columns)?;
         let packed = held.packed()?;
-        let all: Vec<i64>;
-        let picks: &[i64] = match &positions {
-            Some(p) => view(p, "positions")?,
-            None => {
-                all = (0..packed.len() as i64).collect();
-                &all
-            }
-        };
-        if picks.iter().any(|&p| p < 0 || p as usize >= packed.len()) {
-            return Err(PyValueError::new_err("a position lies outside the batch"));
-        }
-        packed.check_headers(Some(picks)).map_err(PyValueError::new_err)?;
+        let picks = picks_of(&packed, positions.as_ref())?;
         let scratch = self.take_scratch();
         let inner = &self.inner;
-        let mut out = py.detach(|| {
-            let records: Vec<RawRecord<'_>> = picks.iter().map(|&p| packed.record(p as usize)).collect();
-            let mut out = inner.run_split(&records, threads, scratch);
-            for row in &mut out.positions {
-                *row = picks[*row as usize];
-            }
-            out
-        });
-        // A dead letter is its position, reason and text: its record's bytes stay in the batch
-        // until the dead-letter record is made (Python objects, under the GIL, only when read).
-        let bad = PyList::empty(py);
-        for (i, reason, text) in std::mem::take(&mut out.bad) {
-            bad.append((picks[i], reason, text))?;
+        let out = py.detach(|| run_picks(inner, &packed, &picks, threads, scratch));
+        picked_result(py, &self.scratch, out, &picks)
+    }
+
+    /// `run_packed` started on a native thread of its own; returns the run, whose `result()`
+    /// waits for it. The caller leaves the buffers alone until then.
+    #[pyo3(signature = (columns, positions=None, threads=1))]
+    fn start_packed(&self, columns: &Bound<'_, PyTuple>, positions: Option<PyBuffer<i64>>, threads: usize) -> PyResult<PackedRun> {
+        let held = PackedBuffers::of(columns)?;
+        let picks = Arc::new(picks_of(&held.packed()?, positions.as_ref())?);
+        // SAFETY: the slices point into the buffers `held` keeps exported; the run owns `held` and
+        // joins the thread before letting it go (`PackedRun::result` and `Drop`), so they outlive it.
+        let packed: Packed<'static> = unsafe { std::mem::transmute::<Packed<'_>, Packed<'static>>(held.packed()?) };
+        let scratch = Arc::clone(&self.scratch);
+        if picks.is_empty() {
+            let out = self.inner.run_split(&[], 1, Vec::new());
+            return Ok(PackedRun { work: None, ready: Some((out, 0.0)), picks, scratch, seconds: None, held: None });
         }
-        Ok(self.result(py, out, bad))
+        let (inner, buf, thread_picks) = (Arc::clone(&self.inner), self.take_scratch(), Arc::clone(&picks));
+        let work = std::thread::Builder::new()
+            .name("llmpipe-native-run".into())
+            .spawn(move || {
+                let started = Instant::now();
+                let out = run_picks(&inner, &packed, &thread_picks, threads, buf);
+                (out, started.elapsed().as_secs_f64())
+            })
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a native thread: {e}")))?;
+        Ok(PackedRun { work: Some(work), ready: None, picks, scratch, seconds: None, held: Some(held) })
     }
 
 }
@@ -465,6 +556,7 @@ fn records_at<'py>(
 #[pymodule]
 fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransform>()?;
+    m.add_class::<PackedRun>()?;
     m.add_function(wrap_pyfunction!(check_packed, m)?)?;
     m.add_function(wrap_pyfunction!(copy_into, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;

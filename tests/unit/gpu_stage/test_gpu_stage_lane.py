@@ -204,6 +204,19 @@ def test_upstream_error_bodies_in_a_packed_stream() -> None:
     assert taken == len(values) - len(NOT_THE_LANES_ERRORS)
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+def test_the_rows_left_to_the_native_core_are_timed_on_its_thread(overlap: bool) -> None:
+    """The native core's rows run on a native thread: its time is counted, and this thread's wait apart."""
+    values = [*NOT_THE_LANES_ERRORS, _chat("hello"), *synth.bodies(40)]
+    lane = LaneTransform(WIDE, CpuExecutor)
+    lane.clock.reset()
+    raws = [synth.batch(values[:20]), synth.batch(values[20:], first_offset=20)]
+    taken = _run_packed(lane, NativeBackend(WIDE), raws, overlap)
+    assert taken == len(values) - len(NOT_THE_LANES_ERRORS)
+    assert lane.clock.seconds["lane_rest_native"] > 0
+    assert "lane_wait_rest" in lane.clock.seconds
+
+
 # A closed schema whose ``required`` is not in property order: ``missing`` follows ``required``'s.
 OUT_OF_ORDER = {
     "type": "object",

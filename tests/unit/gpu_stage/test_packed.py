@@ -161,6 +161,38 @@ def test_records_split_over_threads_give_the_same_result(threads: int) -> None:
     assert_same_result(one.parse(raw), split.parse(raw))
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_run_started_on_a_native_thread_gives_what_run_packed_gives(threads: int) -> None:
+    """``start_packed``: the same bytes, ends, rows and dead letters, for some rows, every row and none."""
+    settings = dataclasses.replace(_settings("default"), max_record_bytes=1 << 20)
+    native = NativeBackend(settings, threads=threads)
+    raw = synth.batch(synth.bodies(3000))
+    packed = PackedBatch.of(raw)
+    some = np.arange(0, len(raw), 3, dtype=np.int64)
+    for positions in (some, None, np.zeros(0, dtype=np.int64)):
+        want = native.run_packed(packed, positions)
+        run = native.start_packed(packed, positions)
+        got = run.result()
+        assert bytes(got[0]) == bytes(want[0])
+        assert got[1].tolist() == want[1].tolist() and got[2].tolist() == want[2].tolist()
+        assert got[3] == want[3]
+        assert run.seconds >= 0.0
+    assert len(native.run_packed(packed, some)[3]) > 0  # the rows picked include dead letters
+
+
+def test_a_native_run_gives_its_result_once_and_may_be_let_go_unread() -> None:
+    native = NATIVE["default"]
+    packed = PackedBatch.of(synth.batch(synth.bodies(600)))
+    run = native.start_packed(packed, np.arange(0, 600, 2, dtype=np.int64))
+    run.result()
+    with pytest.raises(ValueError, match="was taken"):
+        run.result()
+    unread = native.start_packed(packed)
+    del unread  # joins its thread before the batch's buffers are let go
+    with pytest.raises(ValueError, match="outside the batch"):
+        native.start_packed(packed, np.array([600], dtype=np.int64))
+
+
 def test_malformed_columns_are_refused() -> None:
     native = NATIVE["default"]
     packed = PackedBatch.of(_odd_batch())
