@@ -36,10 +36,12 @@ class Transform:
     ) -> PackedRun: ...
 
 class PackedRun:
-    """``Transform.run_packed`` running on a native thread; ``result()`` waits for it (once)."""
+    """``Transform.run_packed`` running on native threads; ``result()`` helps finish it and returns it (once)."""
 
     @property
     def seconds(self) -> float | None: ...
+    @property
+    def helped(self) -> int: ...
     def result(
         self,
     ) -> tuple[

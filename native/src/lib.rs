@@ -12,6 +12,9 @@ pub mod pack;
 pub mod packed;
 mod py;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
 use avro::{attribute_entries, MetaRow, Plan};
 use content::Validator;
 use extract::{extract, BadBody, INVALID_JSON, INVALID_UTF8, NOT_AN_OBJECT, TOO_LARGE};
@@ -113,7 +116,7 @@ impl Transform {
         if chunks == 1 {
             return self.run_slice(records, buf);
         }
-        let mut parts: Vec<Output> = std::thread::scope(|scope| {
+        let parts: Vec<Output> = std::thread::scope(|scope| {
             let handles: Vec<_> = records[size..]
                 .chunks(size)
                 .map(|chunk| scope.spawn(move || self.run_slice(chunk, Vec::new())))
@@ -122,18 +125,11 @@ impl Transform {
             let rest = handles.into_iter().map(|h| h.join().expect("a transform thread panicked"));
             std::iter::once(first).chain(rest).collect()
         });
-        let mut out = parts.remove(0);
-        for (k, part) in parts.into_iter().enumerate() {
-            let (shift, first) = (out.buf.len() as i64, ((k + 1) * size) as i64);
-            out.buf.extend_from_slice(&part.buf);
-            out.ends.extend(part.ends.iter().map(|e| e + shift));
-            out.positions.extend(part.positions.iter().map(|p| p + first));
-            out.bad.extend(part.bad.into_iter().map(|(i, reason, text)| (i + first as usize, reason, text)));
-        }
-        out
+        join_parts(parts, size)
     }
 
-    fn run_slice<'r>(&self, records: &[RawRecord<'r>], buf: Vec<u8>) -> Output {
+    /// [`Transform::run`] over `records`.
+    pub fn run_slice<'r>(&self, records: &[RawRecord<'r>], buf: Vec<u8>) -> Output {
         let input_bytes = records.iter().map(|r| r.value.len()).sum();
         self.run(records.iter().map(RawRecord::clone), input_bytes, buf)
     }
@@ -152,6 +148,68 @@ impl Transform {
             Ok(_) => Err(BadBody::new(NOT_AN_OBJECT, "top-level JSON value is not an object")),
         }
     }
+}
+
+/// The outputs of consecutive runs of `size` records each (the last may be shorter), joined in
+/// order: what one run over all of them gives.
+fn join_parts(parts: Vec<Output>, size: usize) -> Output {
+    let mut parts = parts.into_iter();
+    let mut out = parts.next().unwrap_or_default();
+    for (k, part) in parts.enumerate() {
+        let (shift, first) = (out.buf.len() as i64, (k + 1) * size);
+        out.buf.extend_from_slice(&part.buf);
+        out.ends.extend(part.ends.iter().map(|e| e + shift));
+        out.positions.extend(part.positions.iter().map(|p| p + first as i64));
+        out.bad.extend(part.bad.into_iter().map(|(i, reason, text)| (i + first, reason, text)));
+    }
+    out
+}
+
+/// Records handed out in runs of `chunk` to whichever thread asks next: a run started on a thread
+/// of its own that the thread which later needs its result helps finish, so that thread's wait is
+/// shared work rather than idle time. The joined result is the same as one run's.
+pub struct Chunked<'r> {
+    records: Vec<RawRecord<'r>>,
+    chunk: usize,
+    next: AtomicUsize,
+    parts: Mutex<Vec<Option<Output>>>,
+    /// The output buffer kept between batches, for the thread that takes the first chunk.
+    scratch: Mutex<Vec<u8>>,
+}
+
+impl<'r> Chunked<'r> {
+    pub fn new(records: Vec<RawRecord<'r>>, chunk: usize, scratch: Vec<u8>) -> Self {
+        let chunk = chunk.max(1);
+        let count = records.len().div_ceil(chunk);
+        Chunked { records, chunk, next: AtomicUsize::new(0), parts: Mutex::new((0..count).map(|_| None).collect()), scratch: Mutex::new(scratch) }
+    }
+
+    /// Transform chunks until none is left to take; returns how many this call did.
+    pub fn work(&self, transform: &Transform) -> usize {
+        let mut done = 0;
+        loop {
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            let lo = k.saturating_mul(self.chunk);
+            if lo >= self.records.len() {
+                return done;
+            }
+            let hi = (lo + self.chunk).min(self.records.len());
+            let buf = if k == 0 { std::mem::take(&mut *lock(&self.scratch)) } else { Vec::new() };
+            let out = transform.run_slice(&self.records[lo..hi], buf);
+            lock(&self.parts)[k] = Some(out);
+            done += 1;
+        }
+    }
+
+    /// The chunks' outputs joined in order; None while a chunk is not done.
+    pub fn finish(self) -> Option<Output> {
+        let parts: Option<Vec<Output>> = self.parts.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().collect();
+        parts.map(|parts| join_parts(parts, self.chunk))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `latency.ms`: ASCII decimal digits, at most 18 of them, else null.

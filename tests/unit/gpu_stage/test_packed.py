@@ -180,6 +180,17 @@ def test_a_run_started_on_a_native_thread_gives_what_run_packed_gives(threads: i
     assert len(native.run_packed(packed, some)[3]) > 0  # the rows picked include dead letters
 
 
+def test_the_thread_taking_a_native_runs_result_does_the_chunks_left() -> None:
+    """With no native thread, ``result()`` transforms every chunk (of 64 records) itself: the same output."""
+    native = NATIVE["default"]
+    raw = synth.batch(synth.bodies(1000))
+    packed = PackedBatch.of(raw)
+    want = native._core.run_packed(packed.columns(), None, 1)
+    alone = native._core.start_packed(packed.columns(), None, 0)
+    assert alone.result() == want
+    assert alone.helped == -(-1000 // 64) and alone.seconds == 0.0
+
+
 def test_a_native_run_gives_its_result_once_and_may_be_let_go_unread() -> None:
     native = NATIVE["default"]
     packed = PackedBatch.of(synth.batch(synth.bodies(600)))
