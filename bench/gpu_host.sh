@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|timeline|bodies|packed-peers|peers-1k|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|bodies|packed-peers|peers-1k|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|timeline|bodies|packed-peers|peers-1k|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|bodies|packed-peers|peers-1k|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -45,6 +45,18 @@ if [ "$what" = packed ] || [ "$what" = all ]; then
         --input packed --serial --out "$out/transform-packed-10k-h200.json" > "$out/gpu-packed-10k-h200.log" 2>&1
     step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu \
         --input pinned --profile "$out/lane-profile-h200.txt" > "$out/gpu-packed-profile-h200.log" 2>&1
+fi
+if [ "$what" = headroom ]; then
+    # The device lane's byte buffers sized exactly against with their headroom, two pairs in one call,
+    # 100 k batches in place, at most 2 CPU cores.
+    for round in 1 2; do
+        for parts in 0 64; do
+            label=$([ "$parts" = 0 ] && echo exact || echo headroom)
+            step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 100000 --backends gpu \
+                --input pinned --headroom-parts "$parts" --out "$out/transform-headroom-$label-$round-h200.json" \
+                > "$out/gpu-headroom-$label-$round-h200.log" 2>&1
+        done
+    done
 fi
 if [ "$what" = timeline ]; then
     # When the device runs each step of the packed stream (CUDA events), overlapped and serial, 100 k batches

@@ -54,11 +54,14 @@ log = logging.getLogger(__name__)
 _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-packed-serial"}
 
 
-def make_backend(name: str, pool_bytes: int | None = None, write_piece_bytes: int | None = None) -> Backend:
+def make_backend(
+    name: str, pool_bytes: int | None = None, write_piece_bytes: int | None = None, headroom_parts: int | None = None
+) -> Backend:
     """The backend called ``name``: the GPU one with a memory pool of ``pool_bytes`` (default: the worker's).
 
     ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times.
-    ``write_piece_bytes`` sets the device lane's output piece (0: a batch's output in one piece).
+    ``write_piece_bytes`` sets the device lane's output piece (0: a batch's output in one piece),
+    ``headroom_parts`` its byte buffers' headroom (0: none; see ``gpu_lane.capacity``).
     """
     from gpu_stage.backends.gpu import DEFAULT_POOL_BYTES
 
@@ -71,6 +74,8 @@ def make_backend(name: str, pool_bytes: int | None = None, write_piece_bytes: in
     executor = getattr(getattr(backend, "lane", None), "executor", None)
     if write_piece_bytes is not None and hasattr(executor, "write_piece_bytes"):
         executor.write_piece_bytes = write_piece_bytes  # type: ignore[union-attr]
+    if headroom_parts is not None and hasattr(executor, "headroom_parts"):
+        executor.headroom_parts = headroom_parts  # type: ignore[union-attr]
     return backend
 
 
@@ -213,7 +218,8 @@ def _device_facts(backend: Backend, batches: list[RawBatch], timed: Timed) -> di
         largest = max(sum(map(len, b.values)) for b in batches)
         held = lane.executor.device_bytes()
         facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2),
-                  "write_piece_bytes": lane.executor.write_piece_bytes}
+                  "write_piece_bytes": lane.executor.write_piece_bytes,
+                  "headroom_parts": getattr(lane.executor, "headroom_parts", None)}
     return facts
 
 
@@ -357,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the device lane's output piece in MiB (0: each batch's output in one piece; default: the lane's)",
     )
     parser.add_argument(
+        "--headroom-parts",
+        type=int,
+        default=None,
+        help="the device lane's byte buffers are allocated a 1/N larger than asked (0: exactly; default: the lane's)",
+    )
+    parser.add_argument(
         "--serial", action="store_true", help="with --input packed, also run each backend with nothing overlapped"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
@@ -372,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     piece = None if args.write_piece_mib is None else args.write_piece_mib << 20
     runs = []
     for name in names:
-        backend = make_backend(name, args.gpu_pool_bytes, piece)
+        backend = make_backend(name, args.gpu_pool_bytes, piece, args.headroom_parts)
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream

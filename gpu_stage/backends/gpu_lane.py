@@ -58,9 +58,13 @@ def piece_bytes(total: int, largest: int) -> int:
     return min(largest, max(MIN_PIECE_BYTES, -(-total // PIECES_AT_LEAST)))
 
 
-def capacity(rows: int, dtype: Any, width: int = 0) -> int:
-    """Items to allocate for a grow-only device buffer asked for ``rows`` items (:data:`HEADROOM_PARTS`)."""
-    headroom = rows // HEADROOM_PARTS if width == 0 and np.dtype(dtype).itemsize == 1 else 0
+def capacity(rows: int, dtype: Any, width: int = 0, parts: int = HEADROOM_PARTS) -> int:
+    """Items to allocate for a grow-only device buffer asked for ``rows`` items.
+
+    A byte buffer gets a ``parts``-th more (:data:`HEADROOM_PARTS`; 0: none).
+    """
+    byte_buffer = width == 0 and np.dtype(dtype).itemsize == 1
+    headroom = rows // parts if byte_buffer and parts > 0 else 0
     return max(rows + headroom, 1024)
 
 
@@ -133,6 +137,7 @@ class CudaExecutor(Executor):
         self._slots: dict[int, _Slot] = {}
         self._written: _Pass | None = None  # the batch whose pass 2 was queued last (it holds the output buffer)
         self.write_piece_bytes = WRITE_PIECE_BYTES
+        self.headroom_parts = HEADROOM_PARTS
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
@@ -164,7 +169,7 @@ class CudaExecutor(Executor):
             self._views = {key: v for key, v in self._views.items() if key[0] != name}
             self._forget_columns({name})
             del held
-            items = capacity(rows, dtype, width)
+            items = capacity(rows, dtype, width, self.headroom_parts)
             held = self._cuda.device_array((items, width) if width else (items,), dtype=dtype)
             self._arrays[name] = held
         view = self._views[(name, rows)] = held[:rows]

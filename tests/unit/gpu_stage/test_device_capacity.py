@@ -13,6 +13,11 @@ def test_a_byte_buffer_is_allocated_a_64th_larger() -> None:
     assert capacity(64 * 1024 + 63, np.uint8) == 64 * 1024 + 63 + 1024
 
 
+def test_no_headroom_when_its_parts_are_0() -> None:
+    assert capacity(100_000_000, np.uint8, parts=0) == 100_000_000
+    assert capacity(100_000_000, np.uint8, parts=8) == 112_500_000
+
+
 def test_row_buffers_and_tables_are_allocated_as_asked() -> None:
     assert capacity(100_000, np.int64) == 100_000
     assert capacity(100_000, np.float64, 4) == 100_000
