@@ -203,7 +203,7 @@ type RunResult<'py> = (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBy
 impl PyTransform {
     /// The output buffer of the last batch, to be reused by this one.
     fn take_scratch(&self) -> Vec<u8> {
-        std::mem::take(&mut *self.scratch.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *crate::lock(&self.scratch))
     }
 
     /// A run's result as Python objects; the output buffer is kept for the next batch.
@@ -215,7 +215,7 @@ impl PyTransform {
 fn result_of<'py>(py: Python<'py>, scratch: &Mutex<Vec<u8>>, out: crate::Output, bad: Bound<'py, PyList>) -> RunResult<'py> {
     let buf = PyBytes::new(py, &out.buf);
     let (ends, positions) = (int64_bytes(py, &out.ends), int64_bytes(py, &out.positions));
-    *scratch.lock().unwrap_or_else(|e| e.into_inner()) = out.buf;
+    *crate::lock(scratch) = out.buf;
     (buf, ends, positions, bad)
 }
 
@@ -234,10 +234,14 @@ fn picks_of(packed: &Packed<'_>, positions: Option<&PyBuffer<i64>>) -> PyResult<
 
 /// The records at `picks` (checked by `picks_of`) transformed; rows carry batch positions.
 fn run_picks(inner: &crate::Transform, packed: &Packed<'_>, picks: &[i64], threads: usize, scratch: Vec<u8>) -> crate::Output {
-    let records: Vec<RawRecord<'_>> = picks.iter().map(|&p| packed.record(p as usize)).collect();
-    let mut out = inner.run_split(&records, threads, scratch);
+    let mut out = inner.run_split(&picked_records(packed, picks), threads, scratch);
     at_picks(&mut out, picks);
     out
+}
+
+/// The records at `picks` (checked by `picks_of`), in that order.
+fn picked_records<'a>(packed: &Packed<'a>, picks: &[i64]) -> Vec<RawRecord<'a>> {
+    picks.iter().map(|&p| packed.record(p as usize)).collect()
 }
 
 /// Rows numbered by their place in `picks` renumbered by their batch position.
@@ -271,7 +275,7 @@ struct PackedRun {
     /// (`held` is the last field, so `shared`, whose records point into those buffers, drops first.)
     threads: Vec<JoinHandle<f64>>,
     shared: Option<Arc<Shared>>,
-    picks: Arc<Vec<i64>>,
+    picks: Vec<i64>,
     scratch: Arc<Mutex<Vec<u8>>>,
     seconds: Option<f64>,
     helped: usize,
@@ -461,11 +465,11 @@ impl PyTransform {
     #[pyo3(signature = (columns, positions=None, threads=1))]
     fn start_packed(&self, columns: &Bound<'_, PyTuple>, positions: Option<PyBuffer<i64>>, threads: usize) -> PyResult<PackedRun> {
         let held = PackedBuffers::of(columns)?;
-        let picks = Arc::new(picks_of(&held.packed()?, positions.as_ref())?);
+        let picks = picks_of(&held.packed()?, positions.as_ref())?;
         // SAFETY: the slices point into the buffers `held` keeps exported; the run owns `held` and
         // joins its threads before letting it go (`PackedRun::result` and `Drop`), so they outlive them.
         let packed: Packed<'static> = unsafe { std::mem::transmute::<Packed<'_>, Packed<'static>>(held.packed()?) };
-        let records = picks.iter().map(|&p| packed.record(p as usize)).collect();
+        let records = picked_records(&packed, &picks);
         let chunks = picks.len().div_ceil(RUN_CHUNK);
         let shared = Arc::new(Shared { inner: Arc::clone(&self.inner), records: crate::Chunked::new(records, RUN_CHUNK, self.take_scratch()) });
         let mut run = PackedRun {
