@@ -62,7 +62,7 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
         "left_to_native": len(left),
         "left_share": round(len(left) / max(len(values), 1), 4),
         "dead_letters": len(result.bad),
-        "dead_letters_of_the_lane": int(np.count_nonzero(sizes == UPSTREAM_ERROR)),
+        "dead_letters_of_the_lane": int(np.count_nonzero(sizes <= UPSTREAM_ERROR)),
         "by_kind": dict(kinds.most_common()),
     }
 

@@ -8,8 +8,9 @@ Per batch (:meth:`Lane.run`): the native core packs the values into one buffer a
 columns that come from the record rather than the body (``request_id``, ``latency_ms`` +
 ``attributes``); pass 1 walks every body and returns its encoded size or -1; the host turns the sizes
 into offsets (a prefix sum over ``n`` integers); pass 2 writes every taken row's datum into one
-buffer, which comes back in one copy. Pass 1 also finds upstream error bodies, whose dead letters
-the host makes. Bodies the lane does not take (the other dead letters, rare shapes) are transformed
+buffer, which comes back in one copy. Pass 1 also finds the dead letters whose text is a constant
+(upstream error bodies; bodies not UTF-8, not JSON or not an object), which the host makes from their
+codes. Bodies the lane does not take (the other dead letters, rare shapes) are transformed
 by the native core, and the two results are merged in batch order.
 """
 
@@ -28,13 +29,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.backends import lane_rows as rows_mod
 from gpu_stage.backends.base import dead_letter
+from gpu_stage.backends.reference import INVALID_JSON_TEXT, INVALID_UTF8_TEXT, NOT_AN_OBJECT_TEXT
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult, RawBatch
 from gpu_stage.extract import UPSTREAM_ERROR_TEXT
@@ -482,41 +484,59 @@ def sub_batch(batch: RawBatch, positions: I64, columns: tuple[I64, I64, I64] | N
 
 
 def combine(
-    batch: RawBatch, fast: EncodedRows, rest: tuple[EncodedRows, Found], rest_positions: I64, upstream: I64, stage: str
+    batch: RawBatch,
+    fast: EncodedRows,
+    rest: tuple[EncodedRows, Found],
+    rest_positions: I64,
+    lanes: LaneFound,
+    stage: str,
 ) -> ParseResult:
     """The lane's rows and dead letters plus the native core's for the bodies the lane left, in batch order.
 
-    ``rest`` is the native core's result on the sub-batch of ``rest_positions``; ``upstream`` are the
-    positions of the error bodies the lane found.
+    ``rest`` is the native core's result on the sub-batch of ``rest_positions``; ``lanes`` are the
+    dead letters the lane found.
     """
     slow, found = rest
     slow_rows = EncodedRows(slow.buf, slow.offsets, rest_positions[slow.rows], [])
     at = rest_positions.tolist()
-    dead = merge_found([(at[i], reason, text) for i, reason, text in found], UpstreamFound(upstream))
+    dead = merge_found([(at[i], reason, text) for i, reason, text in found], lanes)
     bad = [dead_letter(batch, i, stage, Reason(reason), text) for i, reason, text in dead]
     return ParseResult(merge(batch, fast, slow_rows), bad)
 
 
-class UpstreamFound(Sequence[tuple[int, str, str]]):
-    """The dead letters of the error bodies pass 1 found (semantics §1 check 4), as the native core reports them.
+class LaneFound(Sequence[tuple[int, str, str]]):
+    """The dead letters pass 1 found, as the native core reports them: ``(position, reason, text)``.
 
-    Each ``(position, reason, text)`` is made when read: a packed batch's dead letters are only
-    counted on the hot path (:class:`~gpu_stage.packed.DeadLetters` makes them when read), so a
-    tuple per error body there would be wasted work.
+    Pass 1 gives each a code in place of a size (``lane_rows.UPSTREAM_ERROR`` and below), and its
+    text is a constant. Each tuple is made when read: a packed batch's dead letters are only counted
+    on the hot path (:class:`~gpu_stage.packed.DeadLetters` makes them when read), so a tuple per
+    dead letter there would be wasted work.
     """
 
-    _REASON = Reason.UPSTREAM_ERROR.value
+    _BY_CODE: ClassVar[dict[int, tuple[str, str]]] = {
+        rows_mod.UPSTREAM_ERROR: (Reason.UPSTREAM_ERROR.value, UPSTREAM_ERROR_TEXT),
+        rows_mod.NOT_AN_OBJECT: (Reason.NOT_AN_OBJECT.value, NOT_AN_OBJECT_TEXT),
+        rows_mod.INVALID_JSON: (Reason.INVALID_JSON.value, INVALID_JSON_TEXT),
+        rows_mod.INVALID_UTF8: (Reason.INVALID_UTF8.value, INVALID_UTF8_TEXT),
+    }
 
-    def __init__(self, positions: I64) -> None:
-        """``positions``: the error bodies' batch positions, ascending."""
+    def __init__(self, positions: I64, codes: I64) -> None:
+        """``positions``: the dead letters' batch positions, ascending; ``codes``: pass 1's code for each."""
         self._positions = positions
+        self._codes = codes
+
+    @classmethod
+    def of(cls, sizes: I64) -> LaneFound:
+        """The dead letters among pass 1's ``sizes``."""
+        positions = np.flatnonzero(sizes <= rows_mod.UPSTREAM_ERROR)
+        return cls(positions, sizes[positions])
 
     def __len__(self) -> int:
         return len(self._positions)
 
     def __iter__(self) -> Iterator[tuple[int, str, str]]:
-        reason = self._REASON
-        return ((i, reason, UPSTREAM_ERROR_TEXT) for i in self._positions.tolist())
+        by_code = self._BY_CODE
+        return ((i, *by_code[code]) for i, code in zip(self._positions.tolist(), self._codes.tolist(), strict=True))
 
     @overload
     def __getitem__(self, k: int) -> tuple[int, str, str]: ...
@@ -524,8 +544,8 @@ class UpstreamFound(Sequence[tuple[int, str, str]]):
     def __getitem__(self, k: slice) -> list[tuple[int, str, str]]: ...
     def __getitem__(self, k: int | slice) -> tuple[int, str, str] | list[tuple[int, str, str]]:
         if isinstance(k, slice):
-            return list(UpstreamFound(self._positions[k]))
-        return int(self._positions[k]), self._REASON, UPSTREAM_ERROR_TEXT
+            return list(LaneFound(self._positions[k], self._codes[k]))
+        return (int(self._positions[k]), *self._BY_CODE[int(self._codes[k])])
 
 
 class Executor:
@@ -717,8 +737,7 @@ class LaneTransform:
         self.rows += n
         self.taken_rows += n - len(rest_positions)
         with self.clock.stage("lane_merge"):
-            upstream = np.flatnonzero(sizes == rows_mod.UPSTREAM_ERROR)
-            return combine(batch, fast, rest, rest_positions, upstream, self.native.settings.stage)
+            return combine(batch, fast, rest, rest_positions, LaneFound.of(sizes), self.native.settings.stage)
 
 
 class CpuLaneBackend:

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.backends.lane import I64, Executor, LaneInput, UpstreamFound
-from gpu_stage.backends.lane_rows import NOT_TAKEN, UPSTREAM_ERROR
+from gpu_stage.backends.lane import I64, Executor, LaneFound, LaneInput
+from gpu_stage.backends.lane_rows import NOT_TAKEN
 from gpu_stage.backends.native import NativeBackend, NativeRun, Packed
 from gpu_stage.backends.stages import StageClock
 from gpu_stage.batch import EncodedRows, ParseResult
@@ -225,8 +225,7 @@ class PackedLane:
         if n == 0:
             return
         slow, (rest_buf, rest_ends, rest_rows, bad) = rest
-        upstream = np.flatnonzero(job.sizes == UPSTREAM_ERROR)
-        job.bad = bad.with_found(UpstreamFound(upstream))
+        job.bad = bad.with_found(LaneFound.of(job.sizes))
         with self.clock.stage("lane_offsets"):
             job.rows, job.offsets, starts, rest_starts = _offsets(job.sizes, rest_rows, rest_ends)
         total = int(job.offsets[-1])

@@ -13,14 +13,16 @@ The lane takes the common shape only: at most one choice, no ``metadata`` object
 top-level key with a non-null value, integer ``created``, content that is prose, valid for the content
 schema or rejected by it (its error text written here), tool arguments that are a flat object (or not
 an object at all), and the JSON subset of :mod:`gpu_stage.backends.lane_json`. Of the dead letters it
-finds only upstream error bodies (:data:`UPSTREAM_ERROR`; their text is one constant). Everything
-else, every other dead letter included, is :data:`NOT_TAKEN` and done by the native core.
+finds those whose text is a constant: upstream error bodies (:data:`UPSTREAM_ERROR`), and bodies that
+are not UTF-8, not JSON or not an object (:data:`INVALID_UTF8`, :data:`INVALID_JSON`,
+:data:`NOT_AN_OBJECT`, from a strict check where the lane cannot tell otherwise). Everything else,
+every other dead letter included, is :data:`NOT_TAKEN` and done by the native core.
 
 Same source for CUDA and the CPU (see :mod:`gpu_stage.backends.lane_json`).
 """
 
 # mypy: disable-error-code="no-untyped-def"
-# ruff: noqa: C901, PLR0915
+# ruff: noqa: C901, PLR0915, SIM109
 from __future__ import annotations
 
 import math
@@ -38,8 +40,14 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs this file af
         QUOTE,
         RBRACE,
         RBRACK,
+        V_INVALID_JSON,
+        V_INVALID_UTF8,
+        V_NOT_OBJECT,
+        V_UNKNOWN,
+        body_verdict,
         copy_string,
         is_null,
+        json_verdict,
         key_index,
         literal,
         member,
@@ -102,9 +110,14 @@ ERROR_CODE = RECORD_END
 ERROR_AT = RECORD_END + 1
 ERROR_END = RECORD_END + 2
 NSLOTS = RECORD_END + 3
-# Pass 1's result for a row besides its size: left to the native core, or an upstream error body.
+# Pass 1's result for a row besides its size: left to the native core, or a dead letter whose text
+# is a constant: an upstream error body, or a body semantics §1 checks 2 and 3 reject (the lane's
+# ``V_*`` verdict below UPSTREAM_ERROR, so ``sizes <= UPSTREAM_ERROR`` are the lane's dead letters).
 NOT_TAKEN = -1
 UPSTREAM_ERROR = -2
+NOT_AN_OBJECT = UPSTREAM_ERROR - V_NOT_OBJECT
+INVALID_JSON = UPSTREAM_ERROR - V_INVALID_JSON
+INVALID_UTF8 = UPSTREAM_ERROR - V_INVALID_UTF8
 
 # Key tables (names back to back, ends): top level, a choice, a message, usage, details, tool call,
 # function. Top-level indices 0..10 are the keys semantics §2 does not copy into ``extra``.
@@ -131,7 +144,17 @@ OBJECTS = ("chat.completion", "chat.completion.chunk", "text_completion")
 # The keys semantics §1 check 4 reads: an error body has ``object == "error"`` or a non-null ``error``.
 ERROR_BODY_KEYS = ("object", "error")
 # Content error texts (semantics §4), a property's or key's name appended to those ending in a colon.
-CONTENT_ERRORS = ("not_an_object", "missing:", "additional:", "type:", "enum:", "minimum:", "maximum:", "items:")
+CONTENT_ERRORS = (
+    "not_an_object",
+    "missing:",
+    "additional:",
+    "type:",
+    "enum:",
+    "minimum:",
+    "maximum:",
+    "items:",
+    "invalid_json",
+)
 E_NOT_OBJECT = 0
 E_MISSING = 1
 E_ADDITIONAL = 2
@@ -140,6 +163,7 @@ E_ENUM = 4
 E_MINIMUM = 5
 E_MAXIMUM = 6
 E_ITEMS = 7
+E_INVALID_JSON = 8
 
 
 def pack(names: tuple[str, ...]) -> tuple[Any, Any]:
@@ -865,15 +889,33 @@ def content_state(
         return 0
     if sc[p] == LBRACK:
         if skip_value(sc, p, q, True) != q:
-            return -1
+            return content_outside(sc, p, q, slots, r)
         slots[r, ERROR_CODE] = E_NOT_OBJECT
         return 2
     if sc[p] != LBRACE:
         return 0
-    return content_object(
+    state = content_object(
         sc, p, q, ptab, pnames, pends, nprops, required, closed_schema, pmin, pmax, enames, eends, slots, r, cs, ce, cv,
         cd,
     )  # fmt: skip
+    return state if state >= 0 else content_outside(sc, p, q, slots, r)
+
+
+@jit
+def content_outside(sc, p, q, slots, r):
+    """Content JSON ``sc[p:q]`` outside the lane's subset: still invalid (2) when it is not JSON or not an object.
+
+    Semantics §4 checks JSON (step 3) before the schema, and ``not_an_object`` first among the
+    schema's checks, so neither needs the rest of the walk; a valid object is the native core's (-1).
+    """
+    verdict = json_verdict(sc, p, q)
+    if verdict == V_INVALID_JSON:
+        slots[r, ERROR_CODE] = E_INVALID_JSON
+        return 2
+    if verdict == V_NOT_OBJECT:
+        slots[r, ERROR_CODE] = E_NOT_OBJECT
+        return 2
+    return -1
 
 
 @jit
@@ -1060,7 +1102,7 @@ def put_content_error(b, pnames, pends, slots, r, out, q, write):
     at = slots[r, ERROR_AT]
     if code == E_ADDITIONAL:
         name = slots[r, ERROR_END] - at
-    elif code == E_NOT_OBJECT:
+    elif code == E_NOT_OBJECT or code == E_INVALID_JSON:
         name = 0
     else:
         at = pends[at - 1] if at > 0 else 0
@@ -1159,16 +1201,19 @@ def measure_row(
     offs,
     tss,
 ):
-    """Pass 1 for row ``r``: its encoded size, ``UPSTREAM_ERROR`` for an error body, or ``NOT_TAKEN``."""
+    """Pass 1 for row ``r``: its encoded size, ``NOT_TAKEN``, or a dead letter's code (``UPSTREAM_ERROR`` and below)."""
     s = vends[r - 1] if r > 0 else 0
     e = vends[r]
     if e - s > max_bytes:
         return NOT_TAKEN
     if not body(b, s, e, slots, r, b):
         # Tool arguments are decoded in place as they are read: a body walked that far is not read again.
-        if slots[r, TOOL_ARGS] < 0 and error_body(b, s, e):
+        if slots[r, TOOL_ARGS] >= 0:
+            return NOT_TAKEN
+        if error_body(b, s, e):
             return UPSTREAM_ERROR
-        return NOT_TAKEN
+        verdict = body_verdict(b, s, e)
+        return NOT_TAKEN if verdict == V_UNKNOWN else UPSTREAM_ERROR - verdict
     if not record_columns(kb, kends, knull, hb, hends, slots, r):
         return -1
     c = slots[r, CONTENT]

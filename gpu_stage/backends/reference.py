@@ -28,6 +28,8 @@ ROW_LAYOUT = BODY_FIELDS + meta.META_FIELDS
 """Row tuples are the body's typed values followed by the record's own (key, headers, position)."""
 
 NOT_AN_OBJECT_TEXT = "top-level JSON value is not an object"
+INVALID_UTF8_TEXT = "body is not valid UTF-8"
+INVALID_JSON_TEXT = "body is not valid JSON"
 TOO_LARGE_TEXT = "body larger than max_record_bytes"
 
 
@@ -36,8 +38,8 @@ def decode_failure(value: bytes) -> tuple[Reason, str]:
     try:
         value.decode("utf-8")
     except UnicodeDecodeError:
-        return Reason.INVALID_UTF8, "body is not valid UTF-8"
-    return Reason.INVALID_JSON, "body is not valid JSON"
+        return Reason.INVALID_UTF8, INVALID_UTF8_TEXT
+    return Reason.INVALID_JSON, INVALID_JSON_TEXT
 
 
 class ReferenceBackend:

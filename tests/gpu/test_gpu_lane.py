@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from gpu_stage import synth
 from gpu_stage.backends.base import TransformSettings
+from gpu_stage.backends.lane_json import V_UNKNOWN
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.batch import RawBatch
 from llmpipe.record import TypedRecord
@@ -30,6 +31,7 @@ from test_gpu_stage_lane import (  # noqa: E402
     ERROR_BODIES,
     INVALID_CONTENT,
     LEFT_CONTENT,
+    NOT_ERROR_BODIES,
     NOT_THE_LANES_ERRORS,
     OUT_OF_ORDER,
     VALID_CONTENT,
@@ -40,6 +42,7 @@ from test_gpu_stage_lane import (  # noqa: E402
     batches,
     lane_bodies,
 )
+from test_lane_verdict import CONTENT_VERDICTS, EDGE_BODIES, json_texts  # noqa: E402
 from test_packed import assert_same_result  # noqa: E402
 
 
@@ -66,14 +69,36 @@ def test_error_bodies_and_invalid_content_on_the_device() -> None:
     from gpu_stage.backends.gpu_lane import CudaExecutor
     from gpu_stage.backends.lane import LaneTransform
 
-    values = [*ERROR_BODIES, *NOT_THE_LANES_ERRORS]
+    values = [*ERROR_BODIES, *NOT_ERROR_BODIES, *NOT_THE_LANES_ERRORS]
     taken, _ = _run(LaneTransform(WIDE, CudaExecutor), NativeBackend(WIDE), synth.batch(values))
-    assert taken == len(ERROR_BODIES)
+    assert taken == len(ERROR_BODIES) + len(NOT_ERROR_BODIES)
     settings = TransformSettings(record=TypedRecord(OUT_OF_ORDER), max_record_bytes=1 << 16)
     contents = [*INVALID_CONTENT, *VALID_CONTENT, *LEFT_CONTENT]
     batch = synth.batch([_chat(c) for c in contents])
     taken, rows = _run(LaneTransform(settings, CudaExecutor), NativeBackend(settings), batch)
     assert taken == rows - len(LEFT_CONTENT) == len(contents) - len(LEFT_CONTENT)
+
+
+@pytest.fixture(scope="module")
+def wide_lane() -> Any:
+    from gpu_stage.backends.gpu_lane import CudaExecutor
+    from gpu_stage.backends.lane import LaneTransform
+
+    return LaneTransform(WIDE, CudaExecutor)
+
+
+def test_strict_verdicts_on_the_device(wide_lane: Any) -> None:
+    """Bodies not UTF-8, not JSON or not an object, and such content: the device writes those dead letters."""
+    values = [*EDGE_BODIES, *(_chat(c) for c in CONTENT_VERDICTS)]
+    taken, _ = _run(wide_lane, NativeBackend(WIDE), synth.batch(values))
+    certain = sum(v != V_UNKNOWN for v in EDGE_BODIES.values()) + sum(v is not None for v in CONTENT_VERDICTS.values())
+    assert taken == certain
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(values=st.lists(json_texts(), min_size=1, max_size=64))
+def test_generated_verdict_bodies_on_the_device(wide_lane: Any, values: list[bytes]) -> None:
+    _run(wide_lane, NativeBackend(WIDE), synth.batch(values))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

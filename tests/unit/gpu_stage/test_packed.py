@@ -67,12 +67,13 @@ def test_packing_keeps_every_record_as_it_was() -> None:
 
 
 def test_dead_letters_found_apart_are_merged_in_batch_order_when_read() -> None:
-    from gpu_stage.backends.lane import UpstreamFound
+    from gpu_stage.backends.lane import LaneFound
+    from gpu_stage.backends.lane_rows import UPSTREAM_ERROR
 
     raw = _odd_batch()
     packed = PackedBatch.of(raw)
     _, _, _, native = NATIVE["default"].run_packed(packed, np.array([0, 2], dtype=np.int64))
-    merged = native.with_found(UpstreamFound(np.array([1], dtype=np.int64)))
+    merged = native.with_found(LaneFound.of(np.array([10, UPSTREAM_ERROR, 10], dtype=np.int64)))
     assert len(merged) == 3 and merged._parts[1]  # nothing merged yet
     assert [d.reason.value for d in merged] == ["missing_field", "upstream_error", "invalid_utf8"]
     assert [d.offset for d in merged] == [5, 6, 7] and merged[1].raw == raw.values[1]
