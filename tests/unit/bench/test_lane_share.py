@@ -23,7 +23,8 @@ def test_every_dead_letter_is_the_lanes_or_left_and_counted_by_its_reason() -> N
 
 
 def test_the_lanes_own_subset_is_taken_whole() -> None:
-    # Known shapes: two good synthetic bodies, an upstream error body, content the schema rejects, a cut body.
+    # Known shapes: two good synthetic bodies, an upstream error body, content the schema rejects and a
+    # cut body (the lane's), then a body whose id has the wrong type (the native core's).
     good = synth.bodies(2)
     error = b'{"error": {"message": "overloaded", "code": 503}}'
     rejected = (
@@ -31,7 +32,8 @@ def test_the_lanes_own_subset_is_taken_whole() -> None:
         b'"message":{"role":"assistant","content":"[1, 2]"},"finish_reason":"stop"}]}'
     )
     truncated = error[:-1]
-    got = share([*good, error, rejected, truncated])
+    wrong_id = rejected.replace(b'"id":"c"', b'"id":5')
+    got = share([*good, error, rejected, truncated, wrong_id])
     assert got["left_to_native"] == 1
-    assert got["dead_letters_of_the_lane"] == 1
-    assert got["by_kind"] == {"dead letter: invalid_json": 1}
+    assert got["dead_letters_of_the_lane"] == 2
+    assert got["by_kind"] == {"dead letter: wrong_type": 1}
