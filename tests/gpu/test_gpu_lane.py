@@ -164,10 +164,10 @@ def test_the_backend_streams_packed_batches_and_counts_them() -> None:
 
     backend = GpuBackend(TransformSettings())
     values = synth.bodies(25_000)
-    # cut bodies: dead letters the native core finds
+    # an id of the wrong type: dead letters the native core finds (the lane writes only constant texts)
     cut = [i for i in range(0, len(values), 1000) if not values[i].startswith(b'{"error"')]
     for i in cut:
-        values[i] = values[i][:-1]
+        values[i] = values[i].replace(b'{"id":"', b'{"id":7,"x":"', 1)
     errors = sum(v.startswith(b'{"error"') for v in values)
     raws = _split(values, [10_000, 10_000, 5_000])
     results = list(backend.parse_stream(PackedBatch.of(raw) for raw in raws))
