@@ -90,6 +90,21 @@ def utf8_len(b, p, e):
     return n
 
 
+
+@jit
+def is_utf8(b, s, e):
+    """Whether ``b[s:e]`` is well-formed UTF-8."""
+    p = s
+    while p < e:
+        if b[p] < 0x80:
+            p += 1
+        else:
+            k = utf8_len(b, p, e)
+            if k == 0:
+                return False
+            p += k
+    return True
+
 @jit
 def simple_escape(d):
     r"""Whether ``\\`` followed by byte ``d`` is a one-byte escape (everything but ``\\u``)."""
@@ -575,16 +590,7 @@ def json_verdict(b, s, e):
 @jit
 def body_verdict(b, s, e):
     """``V_*`` for a whole body: UTF-8 first (semantics §1 check 2 names that failure apart), then JSON."""
-    p = s
-    while p < e:
-        if b[p] < 0x80:
-            p += 1
-        else:
-            k = utf8_len(b, p, e)
-            if k == 0:
-                return V_INVALID_UTF8
-            p += k
-    return json_verdict(b, s, e)
+    return json_verdict(b, s, e) if is_utf8(b, s, e) else V_INVALID_UTF8
 
 
 @jit

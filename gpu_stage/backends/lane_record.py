@@ -27,12 +27,12 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs this file af
         COLON,
         LBRACE,
         QUOTE,
+        is_utf8,
         key_index,
         next_member,
         open_object,
         scan_string,
         skip_ws,
-        utf8_len,
     )
 
 
@@ -55,21 +55,6 @@ MAX_ATTRIBUTES = 64
 HEADER_NAMES = np.frombuffer(b"latency.msattributes", dtype=np.uint8).copy()
 HEADER_ENDS = np.array([10, 20], dtype=np.int64)
 NULL_VALUE = 0xFFFFFFFF  # a value length of -1 as an unsigned 32-bit number
-
-
-@jit
-def is_utf8(b, s, e):
-    """Whether ``b[s:e]`` is well-formed UTF-8."""
-    p = s
-    while p < e:
-        if b[p] < 0x80:
-            p += 1
-        else:
-            k = utf8_len(b, p, e)
-            if k == 0:
-                return False
-            p += k
-    return True
 
 
 @jit
