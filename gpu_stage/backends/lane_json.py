@@ -240,7 +240,10 @@ def scan_number(b, p, e):
             exp10 = -exp10
         p = exp_end
     if not is_float:
-        if int_end - start - (1 if neg else 0) > 18:
+        int_digits = int_end - start - (1 if neg else 0)
+        if int_digits > 308:
+            return p, -1, 0, 0.0  # above 10**308 a double may be infinite, which the reference rejects
+        if int_digits > 18:
             return p, 0, 0, 0.0
         return p, 1, -mant if neg else mant, 0.0
     scale = exp10 - frac

@@ -124,6 +124,21 @@ def test_edge_bodies_through_the_lane_and_the_native_core() -> None:
     assert taken == 1 + sum(v != V.V_UNKNOWN for v in EDGE_BODIES.values())
 
 
+
+def test_integers_too_long_for_a_double_are_the_native_cores_wherever_the_lane_meets_them() -> None:
+    """The native core reads an integer beyond 64 bits as a double and rejects one that overflows it."""
+    longest, over = "9" * 308, "1" + "0" * 308
+    values = [
+        b'{"error": 1, "x": ' + over.encode() + b"}",
+        b'{"error": 1, "x": ' + longest.encode() + b"}",
+        _chat("[" + over + "]"),
+        _chat("[" + longest + "]"),
+        _chat('{"sentiment": "neutral", "z": ' + over + "}"),
+    ]
+    taken, _ = _run(*WIDE_PAIR, synth.batch(values))
+    assert taken == 2  # the error body and the array content whose integer fits a double
+
+
 # Pieces of JSON-like text: grammar tokens, escapes good and bad, numbers near every rule, bytes
 # that are not UTF-8; joined at random they make texts that are JSON now and then, and mostly not.
 PIECES = [
