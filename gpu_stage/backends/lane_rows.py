@@ -887,11 +887,8 @@ def content_state(
     q = trim_end(sc, p, q)
     if p >= q:
         return 0
-    if sc[p] == LBRACK:
-        if skip_value(sc, p, q, True) != q:
-            return content_outside(sc, p, q, slots, r)
-        slots[r, ERROR_CODE] = E_NOT_OBJECT
-        return 2
+    if sc[p] == LBRACK:  # not an object when it is JSON at all
+        return content_outside(sc, p, q, slots, r)
     if sc[p] != LBRACE:
         return 0
     state = content_object(
@@ -903,7 +900,7 @@ def content_state(
 
 @jit
 def content_outside(sc, p, q, slots, r):
-    """Content JSON ``sc[p:q]`` outside the lane's subset: still invalid (2) when it is not JSON or not an object.
+    """Content ``sc[p:q]``, an array or an object outside the lane's subset: 2 when it is not JSON or not an object.
 
     Semantics §4 checks JSON (step 3) before the schema, and ``not_an_object`` first among the
     schema's checks, so neither needs the rest of the walk; a valid object is the native core's (-1).
