@@ -23,8 +23,8 @@ import numpy as np
 
 from bench import corpus
 from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.lane import CpuExecutor, LaneTransform
-from gpu_stage.backends.lane_rows import NOT_TAKEN, UPSTREAM_ERROR
+from gpu_stage.backends.lane import CpuExecutor, LaneFound, LaneTransform
+from gpu_stage.backends.lane_rows import NOT_TAKEN
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.bench_transform import write_result
 from gpu_stage.synth import batch
@@ -62,7 +62,7 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
         "left_to_native": len(left),
         "left_share": round(len(left) / max(len(values), 1), 4),
         "dead_letters": len(result.bad),
-        "dead_letters_of_the_lane": int(np.count_nonzero(sizes <= UPSTREAM_ERROR)),
+        "dead_letters_of_the_lane": len(LaneFound.of(sizes)),
         "by_kind": dict(kinds.most_common()),
     }
 
