@@ -1,11 +1,12 @@
 """``python -m bench.lane_timeline``: where the device lane's packed stream spends a batch, on the device.
 
 CUDA events recorded on each slot's stream around the executor's steps (the copy in, pass 1 with
-the sizes' copy back, pass 2 with its copies out) and host clocks around the two waits of the
-thread that feeds the device give, per batch, when the device ran each step and when that thread
-waited. Summed up: the mean device time of each step, and the gap between one batch's pass 2 and
-the next one's, which is the part of the cycle the device waits for the host. Needs a GPU; the
-rate printed is not a figure (the events and wrappers add work to that thread).
+the sizes' copy back, pass 2's kernels, and pass 2 up to its last copy out, on the copy stream) and
+host clocks around the two waits of the thread that feeds the device give, per batch, when the
+device ran each step and when that thread waited. Summed up: the mean device time of each step,
+and the gap between one batch's pass 2 and the next one's, which is the part of the cycle the
+device waits for the host. Needs a GPU; the rate printed is not a figure (the events and wrappers
+add work to that thread).
 """
 
 from __future__ import annotations
@@ -72,8 +73,12 @@ class Timeline:
         def timed_write(handle: Any, starts: Any, offsets: Any, out: Any) -> None:
             host, before = time.perf_counter(), self._event(handle.stream)
             write(handle, starts, offsets, out)
-            after = self._event(handle.stream)
-            self._raw.append((handle.timeline_batch, "pass2", before, after, host, time.perf_counter()))
+            queued = time.perf_counter()
+            kernels = self._event(handle.stream)
+            # The copies out run on the executor's copy stream (when it has one): pass 2 ends with them.
+            after = self._event(getattr(ex, "_copies", None) or handle.stream)
+            self._raw.append((handle.timeline_batch, "pass2", before, after, host, queued))
+            self._raw.append((handle.timeline_batch, "pass2_kernels", before, kernels, 0.0, 0.0))
 
         def timed_sizes(handle: Any) -> Any:
             host = time.perf_counter()
@@ -136,6 +141,7 @@ def summary(steps: list[Step]) -> dict[str, float]:
         "copy_in_ms": mean([length("copy_in", k) for k in batches]),
         "pass1_with_copy_in_ms": mean([length("pass1", k) for k in batches]),
         "pass2_ms": mean([length("pass2", k) for k in batches]),
+        "pass2_kernels_ms": mean([length("pass2_kernels", k) for k in batches]),
         "gap_between_passes_2_ms": mean(list(gaps)),
         **{f"host_{name}_ms": v for name, v in host_waits.items()},
     }

@@ -3,7 +3,8 @@
 Per batch: the packed values, keys and headers, their ends and the record columns go to the device
 (one copy, from page-locked memory); ``measure`` (one thread per body) writes each row's size; the
 sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in pieces of a few
-MiB through one device buffer, each piece copied back into one host buffer. Each slot (a batch in
+MiB through two device buffers in turn, each piece copied back into one host buffer on a stream of
+its own while the next piece is written. Each slot (a batch in
 flight) has its own CUDA stream and buffers, so one batch's copies and kernels can run while the
 host finishes another. Buffers grow to the largest batch seen (byte buffers with a little headroom)
 and are reused, so a steady stream of batches allocates nothing. Importing this module needs
@@ -30,15 +31,21 @@ log = logging.getLogger(__name__)
 
 THREADS = 128
 _MAX_VIEWS = 256
-WRITE_PIECE_BYTES = 16 << 20
-"""Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB),
-large enough that a piece's launch and copy (about 0.3 ms of the feeding thread on the H200 host when
-each launch converted its arguments: six pieces per 100 k batch took its queueing from 3.2 to 5.0 ms)
-stay rare."""
-PIECES_AT_LEAST = 4
+WRITE_PIECE_BYTES = 12 << 20
+"""Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
+eight pieces), large enough that a piece's launch, copy and events stay rare on the feeding thread.
+Two buffers of it hold 3.94x a 100 k batch's bytes with everything else the lane keeps on the device
+(3.91x with 11.25 MiB pieces, 3.85x with one 16 MiB buffer; H200 host)."""
+OUT_BUFFERS = 2
+"""Pass 2's pieces take turns in this many device buffers: a piece's copy out runs on the copy
+stream while the next piece is written on the slot's stream, so the device's copy engine and its
+cores work at once where, with one buffer, each piece's kernel waited for the copy before it
+(pass 2 of a 100 k batch 6.5 -> 5.4 ms, of which 5.2 ms are now its kernels)."""
+PIECES_AT_LEAST = 6
 """A smaller output is cut into about this many pieces (none under :data:`MIN_PIECE_BYTES`): the
-device then holds a quarter of it, not all of it; at 10 k 1 KB rows a batch's output is about as
-large as its input, so one piece would hold a batch's worth of device memory on its own."""
+device's :data:`OUT_BUFFERS` then hold a third of it, not all of it; at 10 k 1 KB rows a batch's
+output is about as large as its input, so one piece would hold a batch's worth of device memory on
+its own. Six keep a 10 k batch at 3.98x its bytes on the device (four: 4.14x)."""
 MIN_PIECE_BYTES = 1 << 20
 HEADROOM_PARTS = 64
 """A byte buffer (a slot's block or values, the output piece) is allocated 1/64 larger than asked.
@@ -49,7 +56,7 @@ device time. Row buffers are sized by a batch's row count, which repeats, and ge
 
 
 def piece_bytes(total: int, largest: int) -> int:
-    """Pass 2's piece for an output of ``total`` bytes: a quarter of it, within [1 MiB, ``largest``].
+    """Pass 2's piece for an output of ``total`` bytes: a sixth of it, within [1 MiB, ``largest``].
 
     ``largest`` 0 means the whole output in one piece (as :func:`write_pieces` takes it).
     """
@@ -135,7 +142,11 @@ class CudaExecutor(Executor):
         self._views: dict[tuple[str, int], Any] = {}
         self._block_columns: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
         self._slots: dict[int, _Slot] = {}
-        self._written: _Pass | None = None  # the batch whose pass 2 was queued last (it holds the output buffer)
+        # Pass 2's copies out, in queueing order, and per output buffer: its piece written / copied out.
+        self._copies: Any = None
+        self._to_host: Any = getattr(getattr(getattr(cuda, "cudadrv", None), "driver", None), "device_to_host", None)
+        self._written: list[Any] = []
+        self._freed: list[Any] = []
         self.write_piece_bytes = WRITE_PIECE_BYTES
         self.headroom_parts = HEADROOM_PARTS
 
@@ -181,12 +192,15 @@ class CudaExecutor(Executor):
         """Wait for the work queued that may use the buffer ``name``, before it is freed.
 
         A slot's next batch is queued behind its earlier one's pass 2, so a slot buffer that must
-        grow may still be read; the output buffer is every slot's. Rare: buffers only grow.
+        grow may still be read; the output buffers are every slot's, and the copy stream reads them.
+        Rare: buffers only grow.
         """
         slot, dot, _ = name.partition(".")
         own = dot and slot.isdigit() and int(slot) in self._slots
         for owner in [self._slots[int(slot)]] if own else list(self._slots.values()):
             owner.stream.synchronize()
+        if not own and self._copies is not None:
+            self._copies.synchronize()
 
     def _drop(self, names: list[str]) -> None:
         """Free the device buffers kept under ``names`` (and their views), once nothing queued reads them.
@@ -301,34 +315,56 @@ class CudaExecutor(Executor):
         return np.array(handle.sizes[: handle.n])
 
     def submit_write(self, handle: _Pass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
-        """Queue pass 2 and the copies of its output into ``out`` (page-locked) on the slot's stream.
+        """Queue pass 2 on the slot's stream and the copies of its output into ``out`` (page-locked).
 
-        The output goes through one device buffer in pieces of about :func:`piece_bytes` (at most
-        :attr:`write_piece_bytes`), each written by a launch of pass 2 for the rows that start in it,
-        then copied out: the device holds a piece, not a whole batch's output (as large as its values).
-        The stream orders a piece's launch after the copy of the one before. The slots share that
-        buffer: the stream first waits, on the device, for the pass 2 queued before this one on
-        another slot's stream to be done with it; the host does not wait.
+        The output goes through :data:`OUT_BUFFERS` device buffers in pieces of about
+        :func:`piece_bytes` (at most :attr:`write_piece_bytes`), each written by a launch of pass 2
+        for the rows that start in it, then copied out on the copy stream while the next piece is
+        written into the other buffer: the device holds two pieces, not a whole batch's output (as
+        large as its values). A piece's launch waits, on the device, for the copy out of the piece
+        its buffer held before (the batch before's, on another slot, too); the host does not wait.
         """
         pieces = write_pieces(offsets, piece_bytes(int(offsets[-1]), self.write_piece_bytes))
         if not pieces:
             return
         a, stream, n = handle.arrays, handle.stream, handle.n
         device_starts = self._put(f"{handle.index}.starts", starts, stream)
-        device_out = self._device("out", max(hi - lo for lo, hi in pieces), np.uint8)
-        before = self._written
-        if before is not None and before.stream is not stream and before.done is not None:
-            before.done.wait(stream)
+        largest = max(hi - lo for lo, hi in pieces)
+        buffers = [self._device(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
+        copies = self._copy_stream()
         blocks = (n + THREADS - 1) // THREADS
-        for lo, hi in pieces:
+        for at, (lo, hi) in enumerate(pieces):
+            b = at % len(buffers)
+            self._freed[b].wait(stream)
             self.write(
                 blocks, THREADS, stream, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
-                self.nprops, *a["content"], *a["records"], device_starts, lo, hi, device_out,
+                self.nprops, *a["content"], *a["records"], device_starts, lo, hi, buffers[b],
             )  # fmt: skip
-            device_out[: hi - lo].copy_to_host(out[lo:hi], stream=stream)
+            self._written[b].record(stream)
+            self._written[b].wait(copies)
+            self._copy_out(buffers[b], out[lo:hi], copies)
+            self._freed[b].record(copies)
         handle.done = self._cuda.event(timing=False)
-        handle.done.record(stream)
-        self._written = handle
+        handle.done.record(copies)
+
+    def _copy_out(self, device: Any, host: npt.NDArray[np.uint8], stream: Any) -> None:
+        """The first ``len(host)`` bytes of ``device`` into ``host`` (page-locked), queued on ``stream``.
+
+        Straight through the driver's copy where numba has it: a device array view and its checks
+        cost the feeding thread tens of microseconds per piece.
+        """
+        if self._to_host is None:
+            device[: len(host)].copy_to_host(host, stream=stream)
+        else:
+            self._to_host(host, device, host.nbytes, stream=stream)
+
+    def _copy_stream(self) -> Any:
+        """The stream of pass 2's copies out (made with its events on first use)."""
+        if self._copies is None:
+            self._copies = self._cuda.stream()
+            self._written = [self._cuda.event(timing=False) for _ in range(OUT_BUFFERS)]
+            self._freed = [self._cuda.event(timing=False) for _ in range(OUT_BUFFERS)]
+        return self._copies
 
     def wait(self, handle: _Pass) -> None:
         """Wait until the batch's output is in its host buffer (pass 1's sizes when it had none)."""

@@ -225,9 +225,13 @@ def test_a_batch_in_an_input_buffer_goes_to_the_device_in_one_copy() -> None:
         assert {"0.values" in held, "1.values" in held} == {not in_place}
 
 
-def test_pass_2_writes_through_a_device_buffer_the_size_of_a_piece() -> None:
-    """Output pieces of a few KiB: the same results, and the device's output buffer holds one piece."""
-    from gpu_stage.backends.gpu_lane import CudaExecutor, capacity
+def test_pass_2_writes_through_two_device_buffers_the_size_of_a_piece() -> None:
+    """Output pieces of a few KiB: the same results, and each of the two output buffers holds one piece.
+
+    The pieces take turns in the buffers, each copied out on the copy stream while the next is written,
+    so a piece whose launch did not wait for its buffer's copy before would overwrite bytes not yet out.
+    """
+    from gpu_stage.backends.gpu_lane import OUT_BUFFERS, CudaExecutor, capacity
     from gpu_stage.backends.lane import LaneTransform
     from gpu_stage.packed import PackedBatch
 
@@ -239,8 +243,10 @@ def test_pass_2_writes_through_a_device_buffer_the_size_of_a_piece() -> None:
     for raw, got in zip(raws, results, strict=True):
         assert_same_result(NATIVE.parse(raw), got)
     largest_row = max(int(d) for r in results for d in np.diff(r.encoded.offsets))
-    assert fresh.executor._arrays["out"].shape[0] <= capacity(4096 + largest_row, np.uint8)  # a piece, with headroom
-    assert fresh.executor._arrays["out"].shape[0] < min(int(r.encoded.offsets[-1]) for r in results)
+    held = {name: a.shape[0] for name, a in fresh.executor._arrays.items() if name.startswith("out")}
+    assert set(held) == {f"out.{b}" for b in range(OUT_BUFFERS)}
+    assert all(size <= capacity(4096 + largest_row, np.uint8) for size in held.values())  # a piece, with headroom
+    assert sum(held.values()) < min(int(r.encoded.offsets[-1]) for r in results)
 
 
 def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:

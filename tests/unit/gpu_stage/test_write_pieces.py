@@ -47,13 +47,16 @@ def test_pieces_cover_the_output_once_at_row_boundaries(sizes: list[int], piece:
 
 
 
-def test_a_piece_is_a_quarter_of_the_output_within_its_bounds() -> None:
-    from gpu_stage.backends.gpu_lane import MIN_PIECE_BYTES, piece_bytes
+def test_a_piece_is_a_sixth_of_the_output_within_its_bounds() -> None:
+    """Two output buffers of a piece each hold a third of a small batch's output, at most 2 x 12 MiB."""
+    from gpu_stage.backends.gpu_lane import MIN_PIECE_BYTES, WRITE_PIECE_BYTES, piece_bytes
 
-    largest = 16 << 20
-    assert piece_bytes(90 << 20, largest) == largest  # a 100 k batch: 16 MiB pieces
-    assert piece_bytes(9_000_000, largest) == 2_250_000  # a 10 k batch: a quarter
-    assert piece_bytes(9_000_001, largest) == 2_250_001  # rounded up: never a fifth piece for it
+    largest = WRITE_PIECE_BYTES
+    assert largest == 12 << 20
+    assert piece_bytes(90 << 20, largest) == largest  # a 100 k batch: 12 MiB pieces
+    assert piece_bytes(60 << 20, largest) == 10 << 20  # a sixth, under the largest
+    assert piece_bytes(9_000_000, largest) == 1_500_000  # a 10 k batch: a sixth
+    assert piece_bytes(9_000_001, largest) == 1_500_001  # rounded up: never a seventh piece for it
     assert piece_bytes(100_000, largest) == MIN_PIECE_BYTES  # small outputs: one piece
     assert piece_bytes(9_000_000, 4096) == 4096  # a smaller largest wins
     assert piece_bytes(9_000_000, 0) == 0  # 0: the whole output at once
