@@ -90,7 +90,6 @@ def utf8_len(b, p, e):
     return n
 
 
-
 @jit
 def is_utf8(b, s, e):
     """Whether ``b[s:e]`` is well-formed UTF-8."""
@@ -104,6 +103,7 @@ def is_utf8(b, s, e):
                 return False
             p += k
     return True
+
 
 @jit
 def simple_escape(d):
