@@ -140,11 +140,14 @@ class CudaExecutor(Executor):
         self._tables = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in tables.args())
         self._arrays: dict[str, Any] = {}
         self._views: dict[tuple[str, int], Any] = {}
-        self._block_columns: dict[tuple[Any, ...], tuple[Any, dict[str, Any]]] = {}
+        # Each slot's block's column views, by (slot prefix, column): (block, place, view).
+        self._block_columns: dict[tuple[str, str], tuple[Any, tuple[Any, ...], Any]] = {}
         self._slots: dict[int, _Slot] = {}
         # Pass 2's copies out, in queueing order, and per output buffer: its piece written / copied out.
         self._copies: Any = None
-        self._to_host: Any = getattr(getattr(getattr(cuda, "cudadrv", None), "driver", None), "device_to_host", None)
+        driver = getattr(getattr(cuda, "cudadrv", None), "driver", None)
+        self._to_host: Any = getattr(driver, "device_to_host", None)
+        self._to_device: Any = getattr(driver, "host_to_device", None)
         self._written: list[Any] = []
         self._freed: list[Any] = []
         self.write_piece_bytes = WRITE_PIECE_BYTES
@@ -170,6 +173,18 @@ class CudaExecutor(Executor):
         view = self._views.get((name, rows))
         if view is not None:
             return view
+        held = self._buffer(name, rows, dtype, width)
+        view = self._views[(name, rows)] = held[:rows]
+        if len(self._views) > _MAX_VIEWS:  # batches of many sizes: keep the newest views only
+            self._views = dict(list(self._views.items())[-_MAX_VIEWS // 2 :])
+        return view
+
+    def _buffer(self, name: str, rows: int, dtype: Any, width: int = 0) -> Any:
+        """The grow-only buffer kept under ``name``, whole, at least ``rows`` rows.
+
+        A byte buffer goes to the kernels whole: they read it by its ends, so one object serves
+        batches of every size, its launch parameters converted once.
+        """
         held = self._arrays.get(name)
         if held is None or held.shape[0] < rows:
             if held is not None:
@@ -183,10 +198,7 @@ class CudaExecutor(Executor):
             items = capacity(rows, dtype, width, self.headroom_parts)
             held = self._cuda.device_array((items, width) if width else (items,), dtype=dtype)
             self._arrays[name] = held
-        view = self._views[(name, rows)] = held[:rows]
-        if len(self._views) > _MAX_VIEWS:  # batches of many sizes: keep the newest views only
-            self._views = dict(list(self._views.items())[-_MAX_VIEWS // 2 :])
-        return view
+        return held
 
     def _quiesce(self, name: str) -> None:
         """Wait for the work queued that may use the buffer ``name``, before it is freed.
@@ -227,11 +239,24 @@ class CudaExecutor(Executor):
         return view
 
     def _put(self, name: str, host: npt.NDArray[Any], stream: Any, pinned: bool = False) -> Any:
-        """Copy a 1-D host array into the device buffer ``name`` on ``stream``."""
-        device = self._device(name, len(host), host.dtype)
+        """Copy a 1-D host array into the device buffer ``name`` on ``stream`` (a byte buffer: whole)."""
+        byte = host.dtype == np.uint8
+        device = self._buffer(name, len(host), host.dtype) if byte else self._device(name, len(host), host.dtype)
         source = host if pinned else self._pinned(name, np.ascontiguousarray(host))
-        device.copy_to_device(source, stream=stream)
+        self._copy_in(device, source, stream)
         return device
+
+    def _copy_in(self, device: Any, host: npt.NDArray[Any], stream: Any) -> None:
+        """``host`` (page-locked) into the first ``host.nbytes`` bytes of ``device``, queued on ``stream``.
+
+        Straight through the driver's copy where numba has it, as :meth:`_copy_out`.
+        """
+        if not host.nbytes:
+            return
+        if self._to_device is None:
+            device[: len(host)].copy_to_device(host, stream=stream)
+        else:
+            self._to_device(device, host, host.nbytes, stream=stream)
 
     def _put_block(self, k: str, li: LaneInput, stream: Any) -> dict[str, Any] | None:
         """The whole batch in one copy, when it lies in one page-locked block; each column a view of it.
@@ -244,22 +269,26 @@ class CudaExecutor(Executor):
             return None
         span, columns = layout
         self._drop([k + name for name in columns])  # a slot holds one way's buffers, never both
-        device = self._device(k + "block", span, np.uint8)
-        device.copy_to_device(li.block[:span], stream=stream)
+        device = self._buffer(k + "block", span, np.uint8)
+        self._copy_in(device, li.block[:span], stream)
         return self._columns_of(k, device, columns)
 
     def _columns_of(self, k: str, device: Any, columns: dict[str, tuple[int, npt.NDArray[Any]]]) -> dict[str, Any]:
-        """The columns' views of a slot's block, the same objects while the block and layout stay.
+        """The columns' views of a slot's block, each the same object while its place in the block stays.
 
-        Kept views keep their converted launch parameters (:class:`DirectLaunch`) too.
+        A byte column's view runs to the block's end (the kernels read it by its ends), so only where
+        it starts counts; the others' by the record count too. Kept views keep their converted launch
+        parameters (:class:`DirectLaunch`) too.
         """
-        key = (k, *((name, at, column.nbytes, column.dtype.str) for name, (at, column) in columns.items()))
-        held = self._block_columns.get(key)
-        if held is not None and held[0] is device:
-            return held[1]
-        views = {name: device[at : at + column.nbytes].view(column.dtype) for name, (at, column) in columns.items()}
-        self._forget_columns({k + "block"})
-        self._block_columns[key] = (device, views)
+        views: dict[str, Any] = {}
+        for name, (at, column) in columns.items():
+            byte = column.dtype == np.uint8
+            place = (at, 0 if byte else column.nbytes, column.dtype.str)
+            held = self._block_columns.get((k, name))
+            if held is None or held[0] is not device or held[1] != place:
+                view = device[at:] if byte else device[at : at + column.nbytes].view(column.dtype)
+                held = self._block_columns[(k, name)] = (device, place, view)
+            views[name] = held[2]
         return views
 
     def _put_each(self, k: str, li: LaneInput, stream: Any) -> dict[str, Any]:
@@ -330,7 +359,7 @@ class CudaExecutor(Executor):
         a, stream, n = handle.arrays, handle.stream, handle.n
         device_starts = self._put(f"{handle.index}.starts", starts, stream)
         largest = max(hi - lo for lo, hi in pieces)
-        buffers = [self._device(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
+        buffers = [self._buffer(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
         copies = self._copy_stream()
         blocks = (n + THREADS - 1) // THREADS
         for at, (lo, hi) in enumerate(pieces):

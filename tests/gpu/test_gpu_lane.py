@@ -249,6 +249,31 @@ def test_pass_2_writes_through_two_device_buffers_the_size_of_a_piece() -> None:
     assert sum(held.values()) < min(int(r.encoded.offsets[-1]) for r in results)
 
 
+def test_batches_of_one_size_reuse_their_device_arrays_launch_after_launch() -> None:
+    """In place, a stream of batches of one record count converts the launch parameters of no new array
+    but the headers' (which follow the values, whose length varies) once per batch and kernel.
+
+    Byte buffers go to the kernels whole and each column's view of a slot's block is kept while its
+    place stays, so the thread that feeds the device makes no view and converts nothing for them.
+    """
+    from gpu_stage.backends.gpu_lane import CudaExecutor
+    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.packed import PackedBatch
+
+    fresh = LaneTransform(TransformSettings(), CudaExecutor)
+    executor = fresh.executor
+    raws = _split(synth.bodies(16_000), [2_000] * 8)
+    # A first stream grows the buffers to these batches' largest; the second reuses them.
+    warm = list(fresh.packed.stream(PackedBatch.of(raw, fresh.packed.input_buffer) for raw in raws))
+    before = (len(executor.measure._arrays), len(executor.write._arrays))
+    assert warm and min(before) > 0  # launched directly, parameters kept
+    results = list(fresh.packed.stream(PackedBatch.of(raw, fresh.packed.input_buffer) for raw in raws))
+    for raw, got in zip(raws, results, strict=True):
+        assert_same_result(NATIVE.parse(raw), got)
+    grown = [len(executor.measure._arrays) - before[0], len(executor.write._arrays) - before[1]]
+    assert max(grown) <= len(raws), grown  # the headers' view; every other array is the one kept
+
+
 def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     """The same results, with every launch after each kernel's first made without the dispatcher.
 

@@ -114,6 +114,26 @@ def test_a_batch_in_one_input_buffer_is_laid_out_for_one_copy() -> None:
     assert columns["offsets"][1].tolist() == list(range(7, 47))
 
 
+def test_in_one_input_buffer_the_columns_lie_where_the_record_count_puts_them() -> None:
+    """Two batches of one record count whose values differ in length: every column but the headers in one place.
+
+    The per-record columns come first, then the keys (one length each here) and the values; the
+    headers last. A device lane keeps each column's view while its place stays.
+    """
+    lane = WIDE_PAIR[0].packed
+    short, long = (synth.batch([_chat("x" * size)] * 30) for size in (10, 500))
+    places = []
+    for raw in (short, long):
+        li = _lane_input(PackedBatch.of(raw, lane.input_buffer), None, lane._holder)
+        layout = li.block_layout()
+        assert layout is not None
+        places.append({name: at for name, (at, _) in layout[1].items()})
+    assert {name for name in places[0] if places[0][name] != places[1][name]} == {"headers"}
+    first = places[0]
+    per_record = [at for name, at in first.items() if name not in ("keys", "values", "headers")]
+    assert max(per_record) < first["keys"] < first["values"] < first["headers"]
+
+
 def test_a_block_layout_refuses_columns_outside_the_block_or_off_alignment() -> None:
     """A column elsewhere, or an int64 column at an odd offset, means one copy per column instead."""
     lane = WIDE_PAIR[0].packed
