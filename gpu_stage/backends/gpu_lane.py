@@ -276,9 +276,9 @@ class CudaExecutor(Executor):
     def _columns_of(self, k: str, device: Any, columns: dict[str, tuple[int, npt.NDArray[Any]]]) -> dict[str, Any]:
         """The columns' views of a slot's block, each the same object while its place in the block stays.
 
-        A byte column's view runs to the block's end (the kernels read it by its ends), so only where
-        it starts counts; the others' by the record count too. Kept views keep their converted launch
-        parameters (:class:`DirectLaunch`) too.
+        A byte column's view runs to the block's end (the kernels read it by its ends), so it is kept
+        while its start stays; another column's while its start and length stay. Kept views keep
+        their converted launch parameters (:class:`DirectLaunch`) too.
         """
         views: dict[str, Any] = {}
         for name, (at, column) in columns.items():
