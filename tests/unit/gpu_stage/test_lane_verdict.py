@@ -124,7 +124,6 @@ def test_edge_bodies_through_the_lane_and_the_native_core() -> None:
     assert taken == 1 + sum(v != V.V_UNKNOWN for v in EDGE_BODIES.values())
 
 
-
 def test_integers_too_long_for_a_double_are_the_native_cores_wherever_the_lane_meets_them() -> None:
     """The native core reads an integer beyond 64 bits as a double and rejects one that overflows it."""
     longest, over = "9" * 308, "1" + "0" * 308
@@ -215,6 +214,7 @@ def test_generated_verdicts_are_the_native_cores(bodies: list[bytes]) -> None:
 
 
 MAY_OVERFLOW = re.compile(rb"[eE]\+?[0-9]{3,}|[0-9]{300,}")
+
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(bodies=st.lists(json_texts(), min_size=1, max_size=6), contents=st.lists(json_texts(), max_size=6))

@@ -46,7 +46,6 @@ def test_pieces_cover_the_output_once_at_row_boundaries(sizes: list[int], piece:
     assert all(hi == int(offsets[-1]) or not any(lo + piece <= b < hi for b in boundaries) for lo, hi in pieces)
 
 
-
 def test_a_piece_is_a_sixth_of_the_output_within_its_bounds() -> None:
     """Two output buffers of a piece each hold a third of a small batch's output, at most 2 x 12 MiB."""
     from gpu_stage.backends.gpu_lane import MIN_PIECE_BYTES, WRITE_PIECE_BYTES, piece_bytes
