@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import corpus
+from bench.backends import batches
 from gpu_stage.bench_transform import corpus_batches, make_backend
 from gpu_stage.packed import PackedBatch
 
@@ -151,6 +153,14 @@ def _host_length(step: Step | None) -> float | None:
     return None if step is None or step.host_ms is None else step.host_ms[1] - step.host_ms[0]
 
 
+def _raw_batches(args: argparse.Namespace) -> list[Any]:
+    """The batches to stream: generated bodies, or the first ``--records`` of the harness's corpus."""
+    if args.corpus_in is None:
+        return corpus_batches(args.records, args.batch_size, 7, args.body_bytes)[1]
+    values = corpus.read(args.corpus_in, limit=args.records).values
+    return batches(values, args.batch_size)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Stream generated packed batches through the device lane with the timeline on; print and write it."""
     p = argparse.ArgumentParser(prog="python -m bench.lane_timeline", description=__doc__)
@@ -158,11 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int, default=100_000)
     p.add_argument("--body-bytes", type=int, default=1024)
     p.add_argument("--serial", action="store_true", help="one batch at a time, nothing overlapped")
+    p.add_argument(
+        "--corpus-in",
+        type=Path,
+        default=None,
+        help="the harness's corpus file (python -m bench --corpus-out) instead of generated bodies",
+    )
+    p.add_argument("--write-streams", type=int, default=None, help="streams pass 2 writes on (see gpu_lane)")
     p.add_argument("--out", type=Path, default=None, help="write the steps and the summary as JSON here")
     args = p.parse_args(argv)
-    backend: Any = make_backend("gpu")
+    backend: Any = make_backend("gpu", write_streams=args.write_streams)
     timeline = Timeline(backend.lane.executor)
-    _, raws = corpus_batches(args.records, args.batch_size, 7, args.body_bytes)
+    raws = _raw_batches(args)
     packed = [PackedBatch.of(raw, backend.input_buffer) for raw in raws]
     for warm in backend.parse_stream(packed[:3], overlap=not args.serial):
         del warm
@@ -175,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     steps = timeline.steps()
     result = {
         "records": args.records, "batch_size": args.batch_size, "overlap": not args.serial,
+        "corpus": str(args.corpus_in or "generated"), "write_streams": backend.lane.executor.write_streams,
         "records_per_s_with_timeline": round(args.records / seconds), "summary": summary(steps),
         "steps": [asdict(s) for s in steps],
     }  # fmt: skip

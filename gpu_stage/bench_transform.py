@@ -55,13 +55,18 @@ _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-
 
 
 def make_backend(
-    name: str, pool_bytes: int | None = None, write_piece_bytes: int | None = None, headroom_parts: int | None = None
+    name: str,
+    pool_bytes: int | None = None,
+    write_piece_bytes: int | None = None,
+    headroom_parts: int | None = None,
+    write_streams: int | None = None,
 ) -> Backend:
     """The backend called ``name``: the GPU one with a memory pool of ``pool_bytes`` (default: the worker's).
 
     ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times.
     ``write_piece_bytes`` sets the device lane's output piece (0: a batch's output in one piece),
-    ``headroom_parts`` its byte buffers' headroom (0: none; see ``gpu_lane.capacity``).
+    ``headroom_parts`` its byte buffers' headroom (0: none; see ``gpu_lane.capacity``),
+    ``write_streams`` the streams pass 2 writes its pieces on (see ``gpu_lane.WRITE_STREAMS``).
     """
     from gpu_stage.backends.gpu import DEFAULT_POOL_BYTES
 
@@ -76,6 +81,8 @@ def make_backend(
         executor.write_piece_bytes = write_piece_bytes  # type: ignore[union-attr]
     if headroom_parts is not None and hasattr(executor, "headroom_parts"):
         executor.headroom_parts = headroom_parts  # type: ignore[union-attr]
+    if write_streams is not None and hasattr(executor, "write_streams"):
+        executor.write_streams = write_streams  # type: ignore[union-attr]
     return backend
 
 
@@ -219,7 +226,8 @@ def _device_facts(backend: Backend, batches: list[RawBatch], timed: Timed) -> di
         held = lane.executor.device_bytes()
         facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2),
                   "write_piece_bytes": lane.executor.write_piece_bytes,
-                  "headroom_parts": getattr(lane.executor, "headroom_parts", None)}
+                  "headroom_parts": getattr(lane.executor, "headroom_parts", None),
+                  "write_streams": getattr(lane.executor, "write_streams", None)}
     return facts
 
 
@@ -369,6 +377,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the device lane's byte buffers are allocated a 1/N larger than asked (0: exactly; default: the lane's)",
     )
     parser.add_argument(
+        "--write-streams",
+        type=int,
+        default=None,
+        help="streams the device lane's pass 2 writes its pieces on (1: the slot's; 2: one per output buffer)",
+    )
+    parser.add_argument(
         "--serial", action="store_true", help="with --input packed, also run each backend with nothing overlapped"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the result JSON here")
@@ -384,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     piece = None if args.write_piece_mib is None else args.write_piece_mib << 20
     runs = []
     for name in names:
-        backend = make_backend(name, args.gpu_pool_bytes, piece, args.headroom_parts)
+        backend = make_backend(name, args.gpu_pool_bytes, piece, args.headroom_parts, args.write_streams)
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream

@@ -41,6 +41,10 @@ OUT_BUFFERS = 2
 stream while the next piece is written on the slot's stream, so the device's copy engine and its
 cores work at once where, with one buffer, each piece's kernel waited for the copy before it
 (pass 2 of a 100 k batch 6.5 -> 5.4 ms, of which 5.2 ms are now its kernels)."""
+WRITE_STREAMS = 1
+"""Streams pass 2's pieces are written on: 1, the slot's own (one piece at a time); :data:`OUT_BUFFERS`,
+one per output buffer, so that two pieces are written at once (each piece's kernel is latency-bound:
+a 12 MiB piece keeps about three warps per SM busy)."""
 PIECES_AT_LEAST = 6
 """A smaller output is cut into about this many pieces (none under :data:`MIN_PIECE_BYTES`): the
 device's :data:`OUT_BUFFERS` then hold a third of it, not all of it; at 10 k 1 KB rows a batch's
@@ -150,7 +154,11 @@ class CudaExecutor(Executor):
         self._to_device: Any = getattr(driver, "host_to_device", None)
         self._written: list[Any] = []
         self._freed: list[Any] = []
+        # With pass 2 on streams of its own: those streams, and the events that join them to a slot's.
+        self._writers: list[Any] = []
+        self._joins: list[Any] = []
         self.write_piece_bytes = WRITE_PIECE_BYTES
+        self.write_streams = WRITE_STREAMS
         self.headroom_parts = HEADROOM_PARTS
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
@@ -211,8 +219,9 @@ class CudaExecutor(Executor):
         own = dot and slot.isdigit() and int(slot) in self._slots
         for owner in [self._slots[int(slot)]] if own else list(self._slots.values()):
             owner.stream.synchronize()
-        if not own and self._copies is not None:
-            self._copies.synchronize()
+        if not own:
+            for other in [s for s in (self._copies, *self._writers) if s is not None]:
+                other.synchronize()
 
     def _drop(self, names: list[str]) -> None:
         """Free the device buffers kept under ``names`` (and their views), once nothing queued reads them.
@@ -361,20 +370,48 @@ class CudaExecutor(Executor):
         largest = max(hi - lo for lo, hi in pieces)
         buffers = [self._buffer(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
         copies = self._copy_stream()
+        writers = self._writers_after(stream, len(buffers))
         blocks = (n + THREADS - 1) // THREADS
         for at, (lo, hi) in enumerate(pieces):
             b = at % len(buffers)
-            self._freed[b].wait(stream)
+            writer = writers[b % len(writers)]
+            self._freed[b].wait(writer)
             self.write(
-                blocks, THREADS, stream, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
+                blocks, THREADS, writer, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
                 self.nprops, *a["content"], *a["records"], device_starts, lo, hi, buffers[b],
             )  # fmt: skip
-            self._written[b].record(stream)
+            self._written[b].record(writer)
             self._written[b].wait(copies)
             self._copy_out(buffers[b], out[lo:hi], copies)
             self._freed[b].record(copies)
+        self._join(writers, stream)
         handle.done = self._cuda.event(timing=False)
         handle.done.record(copies)
+
+    def _writers_after(self, stream: Any, buffers: int) -> list[Any]:
+        """The streams pass 2 writes on, each queued behind ``stream``'s work so far (pass 1, the starts).
+
+        Just ``stream`` unless :attr:`write_streams` asks for more: then one per output buffer in use.
+        """
+        if self.write_streams <= 1 or buffers <= 1:
+            return [stream]
+        while len(self._writers) < OUT_BUFFERS:
+            self._writers.append(self._cuda.stream())
+            self._joins.append(self._cuda.event(timing=False))
+        ready = self._joins[0]
+        ready.record(stream)
+        writers = self._writers[:buffers]
+        for writer in writers:
+            ready.wait(writer)
+        return writers
+
+    def _join(self, writers: list[Any], stream: Any) -> None:
+        """Queue ``stream``'s next work behind pass 2 on ``writers``: the slot's next batch overwrites what it reads."""
+        if writers == [stream]:
+            return
+        for writer, joined in zip(writers, self._joins, strict=False):
+            joined.record(writer)
+            joined.wait(stream)
 
     def _copy_out(self, device: Any, host: npt.NDArray[np.uint8], stream: Any) -> None:
         """The first ``len(host)`` bytes of ``device`` into ``host`` (page-locked), queued on ``stream``.

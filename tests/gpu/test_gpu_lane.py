@@ -146,6 +146,19 @@ def test_packed_stream_on_the_device(lane: Any, overlap: bool, in_place: bool) -
     assert taken == len(values)  # the error bodies' dead letters included
 
 
+def test_packed_stream_with_pass_2_on_two_streams() -> None:
+    """The same batches with pass 2 written on a stream per output buffer: the same bytes as the native core."""
+    from gpu_stage.backends.gpu_lane import CudaExecutor
+    from gpu_stage.backends.lane import LaneTransform
+
+    fresh = LaneTransform(TransformSettings(), CudaExecutor)
+    fresh.executor.write_streams = 2
+    sizes = [50_000, 1, 0, 20_000, 60_000, 5, 30_000]
+    values = synth.bodies(sum(sizes))
+    for in_place in (False, True):
+        assert _run_packed(fresh, NATIVE, _split(values, sizes), True, in_place) == len(values)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(raws=st.lists(batches(), min_size=1, max_size=3), in_place=st.booleans())
 def test_packed_stream_of_generated_batches(lane: Any, raws: list[RawBatch], in_place: bool) -> None:
@@ -225,11 +238,14 @@ def test_a_batch_in_an_input_buffer_goes_to_the_device_in_one_copy() -> None:
         assert {"0.values" in held, "1.values" in held} == {not in_place}
 
 
-def test_pass_2_writes_through_two_device_buffers_the_size_of_a_piece() -> None:
+@pytest.mark.parametrize("write_streams", [1, 2])
+def test_pass_2_writes_through_two_device_buffers_the_size_of_a_piece(write_streams: int) -> None:
     """Output pieces of a few KiB: the same results, and each of the two output buffers holds one piece.
 
     The pieces take turns in the buffers, each copied out on the copy stream while the next is written,
     so a piece whose launch did not wait for its buffer's copy before would overwrite bytes not yet out.
+    On two write streams, two pieces are written at once, and a slot's next batch must not overwrite
+    its inputs before both streams are done with them.
     """
     from gpu_stage.backends.gpu_lane import OUT_BUFFERS, CudaExecutor, capacity
     from gpu_stage.backends.lane import LaneTransform
@@ -237,8 +253,9 @@ def test_pass_2_writes_through_two_device_buffers_the_size_of_a_piece() -> None:
 
     fresh = LaneTransform(TransformSettings(), CudaExecutor)
     fresh.executor.write_piece_bytes = 4096
-    values = synth.bodies(3_000)
-    raws = _split(values, [2_000, 1_000])
+    fresh.executor.write_streams = write_streams
+    values = synth.bodies(9_000)
+    raws = _split(values, [2_000, 1_000, 2_500, 2_000, 1_500])
     results = list(fresh.packed.stream(PackedBatch.of(raw, fresh.packed.input_buffer) for raw in raws))
     for raw, got in zip(raws, results, strict=True):
         assert_same_result(NATIVE.parse(raw), got)
