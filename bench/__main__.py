@@ -41,6 +41,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--peers", default="orjson,msgspec", help="Python peers, each on one core and on all cores")
     p.add_argument("--workers", type=int, default=usable_cores(), help="processes for the all-core peers")
     p.add_argument("--batch-size", type=int, default=100_000, help="batch size of the backends' main run")
+    p.add_argument("--passes", type=int, default=3,
+                   help="timed passes of each engine over the corpus; the median pass is its figure")
     p.add_argument("--native-threads", type=int, default=0,
                    help="threads of the device lane's native core (0: every usable core), to hold gpu_stage to "
                    "a few cores while the all-core peers use them all")
@@ -82,9 +84,10 @@ def run_peers(args: argparse.Namespace, values: list[bytes], nbytes: int) -> lis
     out = []
     for name in [n for n in args.peers.split(",") if n]:
         for workers in sorted({1, args.workers}):
-            run = peers.run(name, values, workers)
+            run = peers.run(name, values, workers, args.passes)
             label = f"{name}-1core" if workers == 1 else f"{name}-{workers}cores"
-            out.append(_entry(label, len(values), nbytes, run.seconds, run.checksum) | {"workers": workers})
+            entry = _entry(label, len(values), nbytes, run.seconds, run.checksum)
+            out.append(entry | {"workers": workers, "passes": len(run.pass_seconds), "pass_seconds": run.pass_seconds})
             print(f"  {label}: {out[-1]['records_per_s']:,.0f} records/s", flush=True)
     return out
 
@@ -131,12 +134,13 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
             continue
         for packed in {"objects": [False], "packed": [True], "both": [False, True]}[args.input]:
             size = min(args.batch_size, len(values))
-            run = backends.run(backend, backends.batches(values, size), True, settings, packed)
+            run = backends.run(backend, backends.batches(values, size), True, settings, packed, args.passes)
             main_runs.append(run.as_dict())
             print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
             for size in args.sweep:
                 need = args.sweep_min_records or max(len(values), 3 * size)
-                point = backends.run(backend, backends.batches(values, size, need), False, settings, packed).as_dict()
+                sized = backends.batches(values, size, need)
+                point = backends.run(backend, sized, False, settings, packed, args.passes).as_dict()
                 sweep.append(point)
                 print(f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
                       f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms", flush=True)

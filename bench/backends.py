@@ -71,6 +71,7 @@ class BackendRun:
     checksum: Checksum | None = None
     slow_lane_fraction: float | None = None
     stage_seconds: dict[str, float] | None = None
+    pass_seconds: list[float] = field(default_factory=list)
 
     def latency_ms(self, q: float) -> float:
         """Per-batch latency percentile in ms."""
@@ -92,26 +93,35 @@ class BackendRun:
             "output_sha256": self.sha256,
             "slow_lane_fraction": self.slow_lane_fraction,
             "stage_seconds": self.stage_seconds,
+            "passes": max(1, len(self.pass_seconds)),
+            "pass_seconds": self.pass_seconds,
             "checksum": None if self.checksum is None else self.checksum.as_dict(),
         }
 
 
 def run(
-    backend: Backend, raw: list[RawBatch], with_checksum: bool, settings: TransformSettings, packed: bool = False
+    backend: Backend,
+    raw: list[RawBatch],
+    with_checksum: bool,
+    settings: TransformSettings,
+    packed: bool = False,
+    passes: int = 1,
 ) -> BackendRun:
     """Time ``backend`` over ``raw``; optionally decode its output for the value checksum (untimed).
 
     With ``packed`` the batches are packed first (untimed) into the backend's input buffers, as a fetch
     into them would leave them, and streamed through the backend
-    (:func:`gpu_stage.bench_transform.time_stream`); its name gets ``-packed``.
+    (:func:`gpu_stage.bench_transform.time_stream`); its name gets ``-packed``. With several
+    ``passes`` the figures are those of the median pass, and every pass's seconds are kept.
     """
     if packed:
         if not isinstance(backend, StreamBackend):
             msg = f"backend {backend.name} does not take packed batches"
             raise ConfigError(msg)
-        timed = time_stream(backend, [PackedBatch.of(b, backend.input_buffer) for b in raw], keep=with_checksum)
+        packed_batches = [PackedBatch.of(b, backend.input_buffer) for b in raw]
+        timed = time_stream(backend, packed_batches, keep=with_checksum, passes=passes)
     else:
-        timed = time_batches(backend, raw, keep=with_checksum)
+        timed = time_batches(backend, raw, keep=with_checksum, passes=passes)
     out = BackendRun(
         name=backend.name + ("-packed" if packed else ""),
         batch_size=len(raw[0]),
@@ -123,6 +133,7 @@ def run(
     )
     out.slow_lane_fraction = timed.slow_fraction
     out.stage_seconds = timed.stage_seconds  # the device lane's stages over the timed batches
+    out.pass_seconds = timed.pass_seconds
     if with_checksum:
         total = Checksum()
         for result in timed.results:

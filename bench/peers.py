@@ -17,13 +17,14 @@ import math
 import multiprocessing
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 import msgspec
 import orjson
 
 from bench.checksum import Checksum
+from llmpipe.errors import ConfigError
 
 OBJECTS = frozenset({"chat.completion", "chat.completion.chunk", "text_completion"})
 SENTIMENTS = frozenset({"positive", "neutral", "negative"})
@@ -289,36 +290,53 @@ def _work(task: tuple[str, int, int]) -> Checksum:
 
 @dataclass
 class PeerRun:
-    """Seconds and checksum of one peer run."""
+    """Seconds (of the median pass) and checksum of one peer run, and every pass's seconds."""
 
     name: str
     workers: int
     seconds: float
     checksum: Checksum
+    pass_seconds: list[float] = field(default_factory=list)
 
 
-def run(name: str, values: list[bytes], workers: int = 1) -> PeerRun:
+def run(name: str, values: list[bytes], workers: int = 1, passes: int = 1) -> PeerRun:
     """Time peer ``name`` over ``values``: in this process, or split over ``workers`` forked processes.
 
-    The pool is started and warmed before the clock starts: fork cost is not extraction work.
+    The pool is started and warmed before the clock starts: fork cost is not extraction work. With
+    several ``passes`` the corpus is extracted that many times (by the same pool) and the median
+    pass is the figure; every pass must give the same checksum.
     """
     extract = PEERS[name]
     if workers <= 1:
         extract(values, 0, min(len(values), 1000))
-        start = time.perf_counter()
-        checksum = extract(values, 0, None)
-        return PeerRun(name, 1, time.perf_counter() - start, checksum)
+        return _median(name, 1, [_timed(lambda: extract(values, 0, None)) for _ in range(max(1, passes))])
     global _SHARED  # fork shares it with the workers without copying
     _SHARED = values
     step = max(1, math.ceil(len(values) / (workers * 8)))
     tasks = [(name, i, min(i + step, len(values))) for i in range(0, len(values), step)]
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         pool.map(_work, [(name, 0, min(len(values), 200))] * workers)
-        start = time.perf_counter()
-        parts = pool.map(_work, tasks, chunksize=1)
-        seconds = time.perf_counter() - start
+        timed = [_timed(lambda: _sum(pool.map(_work, tasks, chunksize=1))) for _ in range(max(1, passes))]
     _SHARED = []
+    return _median(name, workers, timed)
+
+
+def _timed(extract: Callable[[], Checksum]) -> tuple[float, Checksum]:
+    start = time.perf_counter()
+    checksum = extract()
+    return time.perf_counter() - start, checksum
+
+
+def _sum(parts: list[Checksum]) -> Checksum:
     total = Checksum()
     for part in parts:
         total = total + part
-    return PeerRun(name, workers, seconds, total)
+    return total
+
+
+def _median(name: str, workers: int, timed: list[tuple[float, Checksum]]) -> PeerRun:
+    if any(checksum != timed[0][1] for _, checksum in timed):
+        msg = f"{name}: passes over the same corpus gave different checksums"
+        raise ConfigError(msg)
+    pass_seconds = [round(s, 6) for s, _ in timed]
+    return PeerRun(name, workers, sorted(pass_seconds)[len(timed) // 2], timed[0][1], pass_seconds)

@@ -102,6 +102,8 @@ class Timed:
     results: list[ParseResult] = field(default_factory=list)
     stage_seconds: dict[str, float] | None = None
     slow_fraction: float | None = None
+    pass_seconds: list[float] = field(default_factory=list)
+    """Total seconds of every timed pass, when there were several (:func:`median_pass`)."""
     _digest: Any = field(default_factory=hashlib.sha256, repr=False)
     _shapes: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
 
@@ -109,6 +111,16 @@ class Timed:
     def sha256(self) -> str:
         """Checksum of every encoded buffer so far, in order."""
         return str(self._digest.hexdigest())
+
+    @property
+    def shapes(self) -> list[tuple[int, int, int]]:
+        """Rows, dead letters and bytes of each batch counted so far."""
+        return list(self._shapes)
+
+    def with_output_of(self, other: Timed) -> Timed:
+        """These times with ``other``'s checksum and held results (the pass that checked its output)."""
+        self._digest, self.results = other._digest, other.results
+        return self
 
     def add(self, result: ParseResult, seconds: float, keep: bool) -> None:
         """Count one batch's result and its time; the checksum covers every result so far."""
@@ -153,24 +165,50 @@ def _profiled(profiler: cProfile.Profile | None) -> contextlib.AbstractContextMa
 
 
 def time_batches(
-    backend: Backend, batches: list[RawBatch], keep: bool = False, profiler: cProfile.Profile | None = None
+    backend: Backend,
+    batches: list[RawBatch],
+    keep: bool = False,
+    profiler: cProfile.Profile | None = None,
+    passes: int = 1,
 ) -> Timed:
-    """Parse every batch once (after one untimed warm-up call), timing each ``parse`` call alone.
+    """Parse every batch once per pass (after one untimed warm-up call), timing each ``parse`` call alone.
 
     Shared by this module and ``python -m bench`` so both time the transform the same way; ``keep``
     holds on to the results for callers that check values afterwards; ``profiler`` profiles the
-    timed calls.
+    timed calls. With several ``passes`` the pass of median length is returned (see
+    :func:`median_pass`); the checksum and ``keep``'s results are the first pass's, and every pass
+    must give the same rows, dead letters and bytes per batch.
     """
     backend.parse(batches[0])  # warm-up: first-call costs are not throughput
-    reset_counters(backend)
-    out = Timed()
-    for raw in batches:
-        start = time.perf_counter()
-        with _profiled(profiler):
-            result = backend.parse(raw)
-        out.add(result, time.perf_counter() - start, keep)
-    out.capture(backend)
-    return out
+    timed = []
+    for k in range(max(1, passes)):
+        reset_counters(backend)
+        out = Timed()
+        for raw in batches:
+            start = time.perf_counter()
+            with _profiled(profiler):
+                result = backend.parse(raw)
+            out.count(result, time.perf_counter() - start)
+            if k == 0:
+                out.check(result, keep)
+        out.capture(backend)
+        timed.append(out)
+    if any(t.shapes != timed[0].shapes for t in timed):
+        name = getattr(backend, "name", "backend")
+        msg = f"{name}: passes over the same batches differ in rows, dead letters or bytes"
+        raise ConfigError(msg)
+    return median_pass(timed).with_output_of(timed[0])
+
+
+def median_pass(timed: list[Timed]) -> Timed:
+    """The pass of median total time (the later of the two middle ones for an even count), with every pass's.
+
+    One pass of a few batches on a shared host can be slowed several-fold by what else runs there;
+    the median of a few passes is the figure that repeats.
+    """
+    middle = sorted(timed, key=lambda t: sum(t.seconds))[len(timed) // 2]
+    middle.pass_seconds = [round(sum(t.seconds), 6) for t in timed]
+    return middle
 
 
 def time_stream(
@@ -179,8 +217,9 @@ def time_stream(
     overlap: bool = True,
     keep: bool = False,
     profiler: cProfile.Profile | None = None,
+    passes: int = 1,
 ) -> Timed:
-    """Parse packed batches as one stream (after an untimed warm-up stream of the first three), then check them.
+    """Parse packed batches as one stream per pass (after a warm-up stream of the first three), then check them.
 
     A stream backend may overlap batches, so one batch's time is not its own: ``seconds`` holds the
     time between consecutive results (the first counted from the start of the stream). The timed
@@ -192,10 +231,23 @@ def time_stream(
     the timed stream. The warm-up is three batches, so that the output pool holds the buffers a
     stream of two in flight uses (three for a caller that holds each result until it has the next)
     before the timed stream, as it would after the first batches of a long one; none of its results
-    is held into the timed stream.
+    is held into the timed stream. With several ``passes`` the timed stream runs that many times and
+    the one of median length is returned (:func:`median_pass`).
     """
     for warm in backend.parse_stream(batches[:3], overlap=overlap):
         del warm  # none held into the timed stream: each would keep a pooled buffer busy there
+    out = median_pass([_timed_stream(backend, batches, overlap, profiler) for _ in range(max(1, passes))])
+    if not out.check_all(backend.parse_stream(batches, overlap=overlap), keep):
+        name = getattr(backend, "name", "backend")
+        msg = f"{name}: the checked stream differs from the timed one in rows, dead letters or bytes"
+        raise ConfigError(msg)
+    return out
+
+
+def _timed_stream(
+    backend: StreamBackend, batches: list[PackedBatch], overlap: bool, profiler: cProfile.Profile | None
+) -> Timed:
+    """One timed stream over ``batches``: each result counted and let go, the stage times of these batches."""
     reset_counters(backend)
     out = Timed()
     results = iter(backend.parse_stream(batches, overlap=overlap))
@@ -210,10 +262,6 @@ def time_stream(
         del result
         last = time.perf_counter()
     out.capture(backend)
-    if not out.check_all(backend.parse_stream(batches, overlap=overlap), keep):
-        name = getattr(backend, "name", "backend")
-        msg = f"{name}: the checked stream differs from the timed one in rows, dead letters or bytes"
-        raise ConfigError(msg)
     return out
 
 

@@ -46,6 +46,14 @@ def test_peer_checksum_equals_the_cpu_backend(small: corpus.Corpus, name: str) -
     assert peers.run(name, small.values, 2).checksum == want
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_peer_passes_give_the_median_pass_and_the_same_checksum(small: corpus.Corpus, workers: int) -> None:
+    once = peers.run("orjson", small.values, workers)
+    three = peers.run("orjson", small.values, workers, passes=3)
+    assert three.checksum == once.checksum
+    assert len(three.pass_seconds) == 3 and three.seconds == sorted(three.pass_seconds)[1]
+
+
 def body(created: int, content: str | None, usage: tuple[int, int] | None = (3, 4), **extra: object) -> bytes:
     message = {"role": "assistant", "content": content, **extra}
     out: dict[str, object] = {"id": "c", "object": "chat.completion", "created": created, "model": "m",

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpu_stage.batch import EncodedRows, ParseResult
-from gpu_stage.bench_transform import time_stream
+from gpu_stage.bench_transform import time_batches, time_stream
 from llmpipe.errors import ConfigError
 
 
@@ -62,3 +62,45 @@ def test_the_timed_stream_holds_no_result_and_the_checksum_is_the_streams_bytes(
 def test_a_checked_stream_unlike_the_timed_one_is_an_error() -> None:
     with pytest.raises(ConfigError, match="differs from the timed one"):
         time_stream(FakeStream(change_on_stream=3), BATCHES)  # type: ignore[arg-type]
+
+
+def test_several_passes_time_one_stream_each_and_give_the_median_one() -> None:
+    backend = FakeStream()
+    timed = time_stream(backend, BATCHES, keep=True, passes=3)  # type: ignore[arg-type]
+    assert backend.streams == 5  # warm-up, three timed, checked
+    assert len(timed.pass_seconds) == 3
+    assert round(sum(timed.seconds), 6) == sorted(timed.pass_seconds)[1]
+    assert timed.sha256 == hashlib.sha256(b"".join(BATCHES)).hexdigest()
+    assert len(timed.seconds) == len(BATCHES) == len(timed.results)
+
+
+class FakeBatches:
+    """One ``parse`` call per batch (the batch is its bytes); ``short_on_call`` drops a byte on that call."""
+
+    name = "fake-batches"
+
+    def __init__(self, short_on_call: int | None = None) -> None:
+        self.calls = 0
+        self.short_on_call = short_on_call
+
+    def parse(self, batch: bytes) -> ParseResult:
+        self.calls += 1
+        buf = np.frombuffer(batch, dtype=np.uint8).copy()
+        if self.calls == self.short_on_call:
+            buf = buf[:-1]
+        return ParseResult(EncodedRows(buf, np.array([0, len(buf)]), np.array([0])), [])
+
+
+def test_passes_of_single_calls_give_the_median_pass_and_the_first_passes_checksum() -> None:
+    backend = FakeBatches()
+    timed = time_batches(backend, BATCHES, keep=True, passes=3)  # type: ignore[arg-type]
+    assert backend.calls == 1 + 3 * len(BATCHES)  # the warm-up call, then three passes
+    assert round(sum(timed.seconds), 6) == sorted(timed.pass_seconds)[1]
+    assert timed.sha256 == hashlib.sha256(b"".join(BATCHES)).hexdigest()
+    assert [bytes(r.encoded.buf) for r in timed.results] == BATCHES
+    assert timed.good == len(BATCHES)
+
+
+def test_a_pass_unlike_the_first_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="passes over the same batches differ"):
+        time_batches(FakeBatches(short_on_call=1 + len(BATCHES) + 2), BATCHES, passes=2)  # type: ignore[arg-type]
