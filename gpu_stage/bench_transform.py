@@ -193,19 +193,20 @@ def time_batches(
                 out.check(result, keep)
         out.capture(backend)
         timed.append(out)
+    return median_pass(backend, timed).with_output_of(timed[0])
+
+
+def median_pass(backend: Backend | StreamBackend, timed: list[Timed]) -> Timed:
+    """The pass of median total time (the later of the two middle ones for an even count), with every pass's.
+
+    One pass of a few batches on a shared host can be slowed several-fold by what else runs there;
+    the median of a few passes is the figure that repeats. Every pass must have given the same rows,
+    dead letters and bytes per batch: else they did not time the same work.
+    """
     if any(t.shapes != timed[0].shapes for t in timed):
         name = getattr(backend, "name", "backend")
         msg = f"{name}: passes over the same batches differ in rows, dead letters or bytes"
         raise ConfigError(msg)
-    return median_pass(timed).with_output_of(timed[0])
-
-
-def median_pass(timed: list[Timed]) -> Timed:
-    """The pass of median total time (the later of the two middle ones for an even count), with every pass's.
-
-    One pass of a few batches on a shared host can be slowed several-fold by what else runs there;
-    the median of a few passes is the figure that repeats.
-    """
     middle = sorted(timed, key=lambda t: sum(t.seconds))[len(timed) // 2]
     middle.pass_seconds = [round(sum(t.seconds), 6) for t in timed]
     return middle
@@ -236,7 +237,7 @@ def time_stream(
     """
     for warm in backend.parse_stream(batches[:3], overlap=overlap):
         del warm  # none held into the timed stream: each would keep a pooled buffer busy there
-    out = median_pass([_timed_stream(backend, batches, overlap, profiler) for _ in range(max(1, passes))])
+    out = median_pass(backend, [_timed_stream(backend, batches, overlap, profiler) for _ in range(max(1, passes))])
     if not out.check_all(backend.parse_stream(batches, overlap=overlap), keep):
         name = getattr(backend, "name", "backend")
         msg = f"{name}: the checked stream differs from the timed one in rows, dead letters or bytes"

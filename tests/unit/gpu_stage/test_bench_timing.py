@@ -104,3 +104,8 @@ def test_passes_of_single_calls_give_the_median_pass_and_the_first_passes_checks
 def test_a_pass_unlike_the_first_is_an_error() -> None:
     with pytest.raises(ConfigError, match="passes over the same batches differ"):
         time_batches(FakeBatches(short_on_call=1 + len(BATCHES) + 2), BATCHES, passes=2)  # type: ignore[arg-type]
+
+
+def test_a_timed_stream_unlike_the_one_before_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="passes over the same batches differ"):
+        time_stream(FakeStream(change_on_stream=3), BATCHES, passes=2)  # type: ignore[arg-type]
