@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import corpus
 from bench.backends import batches
-from gpu_stage.bench_transform import corpus_batches, make_backend
+from gpu_stage.bench_transform import LANE_KNOBS, add_lane_knobs, corpus_batches, lane_knobs, make_backend
 from gpu_stage.packed import PackedBatch
 
 
@@ -174,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the harness's corpus file (python -m bench --corpus-out) instead of generated bodies",
     )
-    p.add_argument("--write-streams", type=int, default=None, help="streams pass 2 writes on (see gpu_lane)")
+    add_lane_knobs(p)
     p.add_argument("--out", type=Path, default=None, help="write the steps and the summary as JSON here")
     args = p.parse_args(argv)
-    backend: Any = make_backend("gpu", write_streams=args.write_streams)
+    backend: Any = make_backend("gpu", lane=lane_knobs(args))
     timeline = Timeline(backend.lane.executor)
     raws = _raw_batches(args)
     packed = [PackedBatch.of(raw, backend.input_buffer) for raw in raws]
@@ -192,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = timeline.steps()
     result = {
         "records": args.records, "batch_size": args.batch_size, "overlap": not args.serial,
-        "corpus": str(args.corpus_in or "generated"), "write_streams": backend.lane.executor.write_streams,
+        "corpus": str(args.corpus_in or "generated"),
+        **{knob: getattr(backend.lane.executor, knob) for knob in LANE_KNOBS},
         "records_per_s_with_timeline": round(args.records / seconds), "summary": summary(steps),
-        "steps": [asdict(s) for s in steps],
+        "kernels": backend.lane.executor.kernel_resources(), "steps": [asdict(s) for s in steps],
     }  # fmt: skip
     for s in steps:
         print(f"b{s.batch:02d} {s.name:10s} device {s.device_ms} host {s.host_ms}")

@@ -32,7 +32,7 @@ import pstats
 import socket
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,36 +54,75 @@ log = logging.getLogger(__name__)
 _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-packed-serial"}
 
 
-def make_backend(
-    name: str,
-    pool_bytes: int | None = None,
-    write_piece_bytes: int | None = None,
-    headroom_parts: int | None = None,
-    write_streams: int | None = None,
-) -> Backend:
+LANE_KNOBS = ("write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads")
+"""The device lane's executor attributes a run may set: its output piece (0: a batch's output in one
+piece), its byte buffers' headroom (0: none; see ``gpu_lane.capacity``), the streams pass 2 writes its
+pieces on (``gpu_lane.WRITE_STREAMS``) and each pass's threads per block (``gpu_lane.THREADS``)."""
+
+
+def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, int | None] | None = None) -> Backend:
     """The backend called ``name``: the GPU one with a memory pool of ``pool_bytes`` (default: the worker's).
 
-    ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times.
-    ``write_piece_bytes`` sets the device lane's output piece (0: a batch's output in one piece),
-    ``headroom_parts`` its byte buffers' headroom (0: none; see ``gpu_lane.capacity``),
-    ``write_streams`` the streams pass 2 writes its pieces on (see ``gpu_lane.WRITE_STREAMS``).
+    ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times. ``lane`` sets
+    the device lane's :data:`LANE_KNOBS` by name; None leaves one as the lane has it.
     """
     from gpu_stage.backends.gpu import DEFAULT_POOL_BYTES
 
+    _check_knobs(lane or {})
     if name == "lane-cpu":
         from gpu_stage.backends.lane import CpuLaneBackend
 
         return CpuLaneBackend(TransformSettings())
 
     backend = select.by_name(name, TransformSettings(), pool_bytes or DEFAULT_POOL_BYTES)
-    executor = getattr(getattr(backend, "lane", None), "executor", None)
-    if write_piece_bytes is not None and hasattr(executor, "write_piece_bytes"):
-        executor.write_piece_bytes = write_piece_bytes  # type: ignore[union-attr]
-    if headroom_parts is not None and hasattr(executor, "headroom_parts"):
-        executor.headroom_parts = headroom_parts  # type: ignore[union-attr]
-    if write_streams is not None and hasattr(executor, "write_streams"):
-        executor.write_streams = write_streams  # type: ignore[union-attr]
+    set_lane_knobs(getattr(getattr(backend, "lane", None), "executor", None), lane or {})
     return backend
+
+
+def _check_knobs(lane: Mapping[str, int | None]) -> None:
+    """A name outside :data:`LANE_KNOBS` is a typo that would otherwise run the lane's defaults unnoticed."""
+    unknown = sorted(set(lane) - set(LANE_KNOBS))
+    if unknown:
+        msg = f"not a device lane setting: {', '.join(unknown)}"
+        raise ConfigError(msg)
+
+
+def set_lane_knobs(executor: object, lane: Mapping[str, int | None]) -> None:
+    """Set each given knob of ``lane`` on ``executor``; a None value, or an executor without it, keeps its own."""
+    _check_knobs(lane)
+    for knob, value in lane.items():
+        if value is not None and hasattr(executor, knob):
+            setattr(executor, knob, value)
+
+
+def lane_knobs(args: argparse.Namespace) -> dict[str, int | None]:
+    """The device lane settings ``args`` names (see :func:`add_lane_knobs`); None where not given."""
+    return {knob: getattr(args, knob, None) for knob in LANE_KNOBS}
+
+
+def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
+    """The options that set :data:`LANE_KNOBS` (each defaults to the lane's own)."""
+    parser.add_argument(
+        "--write-piece-mib",
+        type=lambda text: int(text) << 20,
+        default=None,
+        dest="write_piece_bytes",
+        help="the device lane's output piece in MiB (0: each batch's output in one piece; default: the lane's)",
+    )
+    parser.add_argument(
+        "--headroom-parts",
+        type=int,
+        default=None,
+        help="the device lane's byte buffers are allocated a 1/N larger than asked (0: exactly; default: the lane's)",
+    )
+    parser.add_argument(
+        "--write-streams",
+        type=int,
+        default=None,
+        help="streams the device lane's pass 2 writes its pieces on (1: the slot's; 2: one per output buffer)",
+    )
+    parser.add_argument("--measure-threads", type=int, default=None, help="threads per block of the lane's pass 1")
+    parser.add_argument("--write-threads", type=int, default=None, help="threads per block of the lane's pass 2")
 
 
 def _slow_fraction(backend: Backend | StreamBackend) -> float | None:
@@ -273,10 +312,14 @@ def _device_facts(backend: Backend, batches: list[RawBatch], timed: Timed) -> di
     if lane is not None and hasattr(lane.executor, "device_bytes"):
         largest = max(sum(map(len, b.values)) for b in batches)
         held = lane.executor.device_bytes()
-        facts |= {"device_bytes": held, "largest_batch_bytes": largest, "device_over_batch": round(held / largest, 2),
-                  "write_piece_bytes": lane.executor.write_piece_bytes,
-                  "headroom_parts": getattr(lane.executor, "headroom_parts", None),
-                  "write_streams": getattr(lane.executor, "write_streams", None)}
+        facts |= {
+            "device_bytes": held,
+            "largest_batch_bytes": largest,
+            "device_over_batch": round(held / largest, 2),
+            **{knob: getattr(lane.executor, knob, None) for knob in LANE_KNOBS},
+        }
+        if hasattr(lane.executor, "kernel_resources"):
+            facts["kernels"] = lane.executor.kernel_resources()
     return facts
 
 
@@ -413,24 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         "into the backends' input buffers, or both",
     )
     parser.add_argument("--gpu-pool-bytes", type=int, default=None, help="GPU memory pool cap (default: the worker's)")
-    parser.add_argument(
-        "--write-piece-mib",
-        type=int,
-        default=None,
-        help="the device lane's output piece in MiB (0: each batch's output in one piece; default: the lane's)",
-    )
-    parser.add_argument(
-        "--headroom-parts",
-        type=int,
-        default=None,
-        help="the device lane's byte buffers are allocated a 1/N larger than asked (0: exactly; default: the lane's)",
-    )
-    parser.add_argument(
-        "--write-streams",
-        type=int,
-        default=None,
-        help="streams the device lane's pass 2 writes its pieces on (1: the slot's; 2: one per output buffer)",
-    )
+    add_lane_knobs(parser)
     parser.add_argument(
         "--serial", action="store_true", help="with --input packed, also run each backend with nothing overlapped"
     )
@@ -444,10 +470,9 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.backends.split(",") if n]
     packed_modes = ["stream", "pinned", "serial"] if args.serial else ["stream", "pinned"]
     modes = {"objects": [""], "packed": packed_modes, "pinned": ["pinned"], "both": ["", *packed_modes]}[args.input]
-    piece = None if args.write_piece_mib is None else args.write_piece_mib << 20
     runs = []
     for name in names:
-        backend = make_backend(name, args.gpu_pool_bytes, piece, args.headroom_parts, args.write_streams)
+        backend = make_backend(name, args.gpu_pool_bytes, lane_knobs(args))
         for mode in modes:
             if mode in ("pinned", "serial") and backend.name == "cpu":
                 continue  # one call per batch: the same as its stream

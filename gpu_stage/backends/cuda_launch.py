@@ -150,3 +150,42 @@ def _cuda_core_ge_1() -> bool:
     except ImportError:
         return False
     return bool(getattr(compat, "CUDA_CORE_GE_1_0", False))
+
+
+def kernel_resources(launch: DirectLaunch, threads: int) -> dict[str, int | None] | None:
+    """A launched kernel's registers and memory per thread, and how many of its blocks an SM keeps resident.
+
+    The lane's kernels walk one body per thread and mostly wait on memory, so the warps an SM keeps
+    resident (bounded by the registers each thread takes) are what hide that wait. Read from
+    numba-cuda's compiled kernel and the driver's occupancy query; None before the first launch, or
+    where numba-cuda lacks these (a simulator, an older release).
+    """
+    overloads = list(getattr(launch.dispatcher, "overloads", {}).values())
+    if len(overloads) != 1:
+        return None
+    kernel = overloads[0]
+    try:
+        cufunc = kernel._codelibrary.get_cufunc()
+        context = importlib.import_module("numba.cuda").current_context()
+        resident = int(context.get_active_blocks_per_multiprocessor(cufunc, threads, 0))
+        device = context.device
+        return {
+            "threads_per_block": threads,
+            "registers_per_thread": int(kernel.regs_per_thread),
+            "local_bytes_per_thread": int(kernel.local_mem_per_thread),
+            "shared_bytes_per_block": int(kernel.shared_mem_per_block),
+            "max_threads_per_block": int(kernel.max_threads_per_block),
+            "blocks_per_sm": resident,
+            "warps_per_sm": resident * -(-threads // 32),
+            "max_warps_per_sm": _device_attribute(device, "MAX_THREADS_PER_MULTI_PROCESSOR", 32),
+            "sms": _device_attribute(device, "MULTIPROCESSOR_COUNT"),
+        }
+    except (AttributeError, ImportError, TypeError) as exc:
+        log.info("no resources for kernel %s: %s", getattr(kernel, "entry_name", "?"), exc)
+        return None
+
+
+def _device_attribute(device: Any, name: str, per: int = 1) -> int | None:
+    """A device attribute (divided by ``per``), or None where this numba-cuda does not name it."""
+    value = getattr(device, name, None)
+    return None if value is None else int(value) // per

@@ -23,13 +23,14 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.backends import lane_rows
-from gpu_stage.backends.cuda_launch import DirectLaunch
+from gpu_stage.backends.cuda_launch import DirectLaunch, kernel_resources
 from gpu_stage.backends.lane import I64, RECORD_COLUMNS, ContentTables, Executor, LaneInput, compile_lane
 from gpu_stage.backends.stages import StageClock
 
 log = logging.getLogger(__name__)
 
 THREADS = 128
+"""Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
 _MAX_VIEWS = 256
 WRITE_PIECE_BYTES = 12 << 20
 """Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
@@ -160,6 +161,16 @@ class CudaExecutor(Executor):
         self.write_piece_bytes = WRITE_PIECE_BYTES
         self.write_streams = WRITE_STREAMS
         self.headroom_parts = HEADROOM_PARTS
+        self.measure_threads = THREADS
+        self.write_threads = THREADS
+
+    def kernel_resources(self) -> dict[str, dict[str, int | None]]:
+        """Each pass's kernel, once launched: registers and memory per thread, blocks resident per SM."""
+        found = {
+            "measure": kernel_resources(self.measure, self.measure_threads),
+            "write": kernel_resources(self.write, self.write_threads),
+        }
+        return {name: report for name, report in found.items() if report is not None}
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
@@ -336,10 +347,10 @@ class CudaExecutor(Executor):
         ints = (self._device(k + c, n, np.int64, width) for c in ("cs", "ce", "cv"))
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)
-        blocks = (n + THREADS - 1) // THREADS
+        threads = self.measure_threads
         self.measure(
-            blocks, THREADS, stream, values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables,
-            *a["content"], *a["records"], sizes,
+            -(-n // threads), threads, stream, values, value_ends, *a["record"], self.max_bytes, a["slots"],
+            *self._tables, *a["content"], *a["records"], sizes,
         )  # fmt: skip
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)
@@ -371,13 +382,14 @@ class CudaExecutor(Executor):
         buffers = [self._buffer(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
         copies = self._copy_stream()
         writers = self._writers_after(stream, len(buffers))
-        blocks = (n + THREADS - 1) // THREADS
+        threads = self.write_threads
+        blocks = -(-n // threads)
         for at, (lo, hi) in enumerate(pieces):
             b = at % len(buffers)
             writer = writers[b % len(writers)]
             self._freed[b].wait(writer)
             self.write(
-                blocks, THREADS, writer, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
+                blocks, threads, writer, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
                 self.nprops, *a["content"], *a["records"], device_starts, lo, hi, buffers[b],
             )  # fmt: skip
             self._written[b].record(writer)

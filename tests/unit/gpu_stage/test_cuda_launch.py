@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_stage.backends.cuda_launch import DirectLaunch
+from gpu_stage.backends.cuda_launch import DirectLaunch, kernel_resources
 
 
 @dataclass(frozen=True)
@@ -114,3 +114,14 @@ def test_kernels_the_direct_path_does_not_serve_are_always_dispatched() -> None:
     for _ in range(2):
         refused(1, 1, 0, DeviceArray(1))
     assert (refused.dispatched, refused.direct) == (2, 0)
+
+
+def test_no_kernel_resources_before_the_first_launch_or_without_numbas_internals() -> None:
+    kernel = Kernel((ArrayType("int64"),))
+    launch, _, _ = _direct(kernel)
+    assert kernel_resources(launch, 128) is None
+    launch(1, 128, "s", DeviceArray(100))
+    assert kernel_resources(launch, 128) is None  # this stand-in has no compiled code library
+    two, _, _ = _direct(kernel, overloads=2)
+    two(1, 128, "s", DeviceArray(100))
+    assert kernel_resources(two, 128) is None  # which of two overloads ran is not known
