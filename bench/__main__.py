@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import backends, corpus, machine, peers
 from bench.checksum import Checksum
+from gpu_stage.bench_transform import add_lane_knobs, lane_knobs, set_lane_knobs
 from gpu_stage.runtime import tune_process, usable_cores
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -54,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--with-flink", action="store_true", help="also run the Flink SQL peer (needs Java and PyFlink)")
     p.add_argument("--flink-records", type=int, default=5_000, help="cap of the Flink peer's input")
     p.add_argument("--out", type=Path, help="result JSON (default bench/results/bench-<host>.json); PNG next to it")
+    add_lane_knobs(p)
     return p
 
 
@@ -132,6 +134,7 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
             main_runs.append({"engine": f"gpu_stage-{name}", "skipped": why_not})
             print(f"  gpu_stage-{name}: skipped ({why_not})", flush=True)
             continue
+        set_lane_knobs(getattr(getattr(backend, "lane", None), "executor", None), lane_knobs(args))
         for packed in {"objects": [False], "packed": [True], "both": [False, True]}[args.input]:
             size = min(args.batch_size, len(values))
             run = backends.run(backend, backends.batches(values, size), True, settings, packed, args.passes)
@@ -199,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     out = args.out or RESULTS / f"bench-{socket.gethostname()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"machine": facts, "corpus": info, "batch_size": args.batch_size, "engines": engines, "sweep": sweep,
+    result = {"machine": facts, "corpus": info, "batch_size": args.batch_size,
+              "lane": {k: v for k, v in lane_knobs(args).items() if v is not None}, "engines": engines, "sweep": sweep,
               "table": text.splitlines(), "argv": sys.argv[1:] if argv is None else argv}
     if sweep:
         from bench.plot import sweep_png

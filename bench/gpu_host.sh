@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|bodies|packed-peers|peers-1k|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|bodies|packed-peers|peers-1k|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -65,14 +65,17 @@ if [ "$what" = timeline ]; then
     step two_cores python -m bench.lane_timeline --serial --records 600000 --out "$out/lane-timeline-serial-h200.json" \
         > "$out/lane-timeline-serial-h200.log" 2>&1
 fi
+corpus_file=${CORPUS_FILE:-/tmp/bench-corpus-1k.bin}
+harness_corpus() {  # the harness's ~1 KB corpus (800 k bodies) for the device timeline, made once per host
+    [ -s "$corpus_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus
+corpus.write(corpus.generate(corpus.CorpusConfig(records=800000, sizes=corpus.parse_sizes('1024:1'))), Path(sys.argv[1]))" \
+        "$corpus_file"
+}
 if [ "$what" = threads ]; then
     # Threads per block of each pass against the lane's 128, on the device timeline over the harness's
     # ~1 KB corpus (pass 1 is its long step there), at most 2 CPU cores; each JSON holds the kernels'
     # registers per thread and blocks resident per SM at its block size. 128 runs first and last.
-    corpus_file=${CORPUS_FILE:-/tmp/bench-corpus-1k.bin}
-    [ -s "$corpus_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus
-corpus.write(corpus.generate(corpus.CorpusConfig(records=800000, sizes=corpus.parse_sizes('1024:1'))), Path(sys.argv[1]))" \
-        "$corpus_file"
+    harness_corpus
     run=0
     for knobs in "128 128" "64 128" "256 128" "32 128" "128 64" "128 256" "128 128"; do
         run=$((run + 1))
@@ -80,6 +83,19 @@ corpus.write(corpus.generate(corpus.CorpusConfig(records=800000, sizes=corpus.pa
         step two_cores python -m bench.lane_timeline --corpus-in "$corpus_file" --records 800000 \
             --measure-threads "$1" --write-threads "$2" --out "$out/lane-timeline-threads-$run-m$1-w$2-h200.json" \
             >> "$out/lane-timeline-threads-h200.log" 2>&1
+    done
+fi
+if [ "$what" = registers ]; then
+    # Pass 1's kernel capped at fewer registers per thread (more warps resident per SM, some spilled)
+    # against the compiler's choice ("-"), on the same timeline as threads; "-" runs first and last.
+    harness_corpus
+    run=0
+    for cap in - 64 48 -; do
+        run=$((run + 1))
+        knob=$([ "$cap" = - ] && echo "" || echo "--measure-registers $cap")
+        # shellcheck disable=SC2086  # knob is empty or an option and its value
+        step two_cores python -m bench.lane_timeline --corpus-in "$corpus_file" --records 800000 $knob \
+            --out "$out/lane-timeline-registers-$run-${cap/-/auto}-h200.json" >> "$out/lane-timeline-registers-h200.log" 2>&1
     done
 fi
 if [ "$what" = bodies ]; then

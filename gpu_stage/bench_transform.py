@@ -54,10 +54,14 @@ log = logging.getLogger(__name__)
 _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-packed-serial"}
 
 
-LANE_KNOBS = ("write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads")
+LANE_KNOBS = (
+    "write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads", "measure_registers",
+    "write_registers",
+)  # fmt: skip
 """The device lane's executor attributes a run may set: its output piece (0: a batch's output in one
 piece), its byte buffers' headroom (0: none; see ``gpu_lane.capacity``), the streams pass 2 writes its
-pieces on (``gpu_lane.WRITE_STREAMS``) and each pass's threads per block (``gpu_lane.THREADS``)."""
+pieces on (``gpu_lane.WRITE_STREAMS``), each pass's threads per block (``gpu_lane.THREADS``) and each
+pass's register cap per thread (the kernel compiled anew under it)."""
 
 
 def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, int | None] | None = None) -> Backend:
@@ -123,6 +127,12 @@ def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--measure-threads", type=int, default=None, help="threads per block of the lane's pass 1")
     parser.add_argument("--write-threads", type=int, default=None, help="threads per block of the lane's pass 2")
+    parser.add_argument(
+        "--measure-registers", type=int, default=None, help="register cap per thread of the lane's pass 1 kernel"
+    )
+    parser.add_argument(
+        "--write-registers", type=int, default=None, help="register cap per thread of the lane's pass 2 kernel"
+    )
 
 
 def _slow_fraction(backend: Backend | StreamBackend) -> float | None:

@@ -163,6 +163,38 @@ class CudaExecutor(Executor):
         self.headroom_parts = HEADROOM_PARTS
         self.measure_threads = THREADS
         self.write_threads = THREADS
+        self._register_caps: dict[str, int | None] = {"measure": None, "write": None}
+
+    @property
+    def measure_registers(self) -> int | None:
+        """Pass 1's kernel's register cap per thread (None: the compiler's choice); see :meth:`_capped`."""
+        return self._register_caps["measure"]
+
+    @measure_registers.setter
+    def measure_registers(self, cap: int | None) -> None:
+        self.measure = self._capped("measure", cap)
+
+    @property
+    def write_registers(self) -> int | None:
+        """Pass 2's kernel's register cap per thread (None: the compiler's choice); see :meth:`_capped`."""
+        return self._register_caps["write"]
+
+    @write_registers.setter
+    def write_registers(self, cap: int | None) -> None:
+        self.write = self._capped("write", cap)
+
+    def _capped(self, name: str, cap: int | None) -> DirectLaunch:
+        """Pass ``name``'s launch, its kernel compiled anew with at most ``cap`` registers per thread.
+
+        A thread's registers bound the warps an SM keeps resident, and those hide the walk's memory
+        waits; a cap raises residency at the price of spills to local memory, so it is measured, not
+        assumed. A capped kernel is compiled on its first launch and not cached (a benchmark's knob).
+        """
+        self._register_caps[name] = cap
+        kernel = getattr(self.fns, name)
+        if cap is not None:
+            kernel = self._cuda.jit(max_registers=cap)(kernel.py_func)
+        return DirectLaunch(kernel)
 
     def kernel_resources(self) -> dict[str, dict[str, int | None]]:
         """Each pass's kernel, once launched: registers and memory per thread, blocks resident per SM."""

@@ -16,7 +16,7 @@ from llmpipe.errors import ConfigError
 
 def _executor() -> SimpleNamespace:
     return SimpleNamespace(write_piece_bytes=12 << 20, headroom_parts=64, write_streams=1, measure_threads=128,
-                           write_threads=128)  # fmt: skip
+                           write_threads=128, measure_registers=None, write_registers=None)  # fmt: skip
 
 
 def _parsed(*argv: str) -> dict[str, int | None]:
@@ -30,8 +30,10 @@ def test_options_name_every_knob_and_default_to_none() -> None:
 
 
 def test_options_set_their_knobs_with_the_piece_in_mib() -> None:
-    knobs = _parsed("--write-piece-mib", "16", "--measure-threads", "64", "--write-threads", "256")
+    knobs = _parsed("--write-piece-mib", "16", "--measure-threads", "64", "--write-threads", "256",
+                    "--measure-registers", "48")  # fmt: skip
     assert knobs["write_piece_bytes"] == 16 * 1024 * 1024
+    assert (knobs["measure_registers"], knobs["write_registers"]) == (48, None)
     assert (knobs["measure_threads"], knobs["write_threads"], knobs["write_streams"]) == (64, 256, None)
 
 
