@@ -177,7 +177,7 @@ def kernel_resources(launch: DirectLaunch, threads: int) -> dict[str, int | None
             "max_threads_per_block": int(kernel.max_threads_per_block),
             "blocks_per_sm": resident,
             "warps_per_sm": resident * -(-threads // 32),
-            "max_warps_per_sm": _device_attribute(device, "MAX_THREADS_PER_MULTI_PROCESSOR", 32),
+            "max_warps_per_sm": _device_attribute(device, "MAX_THREADS_PER_MULTIPROCESSOR", 32),
             "sms": _device_attribute(device, "MULTIPROCESSOR_COUNT"),
         }
     except (AttributeError, ImportError, TypeError) as exc:
