@@ -87,10 +87,10 @@ if [ "$what" = threads ]; then
 fi
 if [ "$what" = registers ]; then
     # Pass 1's kernel capped at fewer registers per thread (more warps resident per SM, some spilled)
-    # against the compiler's choice ("-"), on the same timeline as threads; "-" runs first and last.
+    # against the compiler's choice ("-"), on the same timeline as threads; REGISTER_CAPS names the runs.
     harness_corpus
     run=0
-    for cap in - 64 48 -; do
+    for cap in ${REGISTER_CAPS:-- 64 48 -}; do
         run=$((run + 1))
         knob=$([ "$cap" = - ] && echo "" || echo "--measure-registers $cap")
         # shellcheck disable=SC2086  # knob is empty or an option and its value
