@@ -34,24 +34,41 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=int, default=50_000, help="corpus size (generated or read)")
     p.add_argument("--seed", type=int, default=corpus.CorpusConfig.seed)
     p.add_argument("--bad-rate", type=float, default=corpus.CorpusConfig.bad_rate, help="malformed bodies injected")
-    p.add_argument("--sizes", type=corpus.parse_sizes, default=corpus.SIZES,
-                   help="body size mix, e.g. 1024:1 for 1 KB only")
+    p.add_argument(
+        "--sizes", type=corpus.parse_sizes, default=corpus.SIZES, help="body size mix, e.g. 1024:1 for 1 KB only"
+    )
     p.add_argument("--corpus-in", type=Path, help="read the corpus from this file instead of generating it")
     p.add_argument("--corpus-out", type=Path, help="write the corpus here (for a run on another host)")
     p.add_argument("--backends", default="gpu,cpu", help="gpu_stage backends; gpu is skipped where unusable")
     p.add_argument("--peers", default="orjson,msgspec", help="Python peers, each on one core and on all cores")
     p.add_argument("--workers", type=int, default=usable_cores(), help="processes for the all-core peers")
     p.add_argument("--batch-size", type=int, default=100_000, help="batch size of the backends' main run")
-    p.add_argument("--passes", type=int, default=3,
-                   help="timed passes of each engine over the corpus; the median pass is its figure")
-    p.add_argument("--native-threads", type=int, default=0,
-                   help="threads of the device lane's native core (0: every usable core), to hold gpu_stage to "
-                   "a few cores while the all-core peers use them all")
-    p.add_argument("--input", choices=("objects", "packed", "both"), default="objects",
-                   help="batches of Python objects, packed batches streamed through the backends (-packed), or both")
+    p.add_argument(
+        "--passes",
+        type=int,
+        default=3,
+        help="timed passes of each engine over the corpus; the median pass is its figure",
+    )
+    p.add_argument(
+        "--native-threads",
+        type=int,
+        default=0,
+        help="threads of the device lane's native core (0: every usable core), to hold gpu_stage to "
+        "a few cores while the all-core peers use them all",
+    )
+    p.add_argument(
+        "--input",
+        choices=("objects", "packed", "both"),
+        default="objects",
+        help="batches of Python objects, packed batches streamed through the backends (-packed), or both",
+    )
     p.add_argument("--sweep", type=_ints, default=[], help="batch sizes to sweep, e.g. 1000,10000,100000,1000000")
-    p.add_argument("--sweep-min-records", type=int, default=0,
-                   help="records per sweep point at least (the corpus is cycled); default: corpus size or 3 batches")
+    p.add_argument(
+        "--sweep-min-records",
+        type=int,
+        default=0,
+        help="records per sweep point at least (the corpus is cycled); default: corpus size or 3 batches",
+    )
     p.add_argument("--with-flink", action="store_true", help="also run the Flink SQL peer (needs Java and PyFlink)")
     p.add_argument("--flink-records", type=int, default=5_000, help="cap of the Flink peer's input")
     p.add_argument("--out", type=Path, help="result JSON (default bench/results/bench-<host>.json); PNG next to it")
@@ -145,8 +162,11 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
                 sized = backends.batches(values, size, need)
                 point = backends.run(backend, sized, False, settings, packed, args.passes).as_dict()
                 sweep.append(point)
-                print(f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
-                      f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms", flush=True)
+                print(
+                    f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
+                    f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms",
+                    flush=True,
+                )
     return main_runs, sweep
 
 
@@ -162,8 +182,9 @@ def table(engines: list[dict[str, Any]]) -> str:
     for e in done:
         ratios = "".join(f"{rate[e['engine']] / rate[p]:>20.2f}" for p in peer_names)
         mb_s = e["input_mb_per_s"] * rate[e["engine"]] / e["records_per_s"]
-        lines.append(f"{e['engine']:<22}{rate[e['engine']]:>12,.0f}{mb_s:>9.1f}  "
-                     f"{e.get('checksum_ok', '-')!s:<9}{ratios}")
+        lines.append(
+            f"{e['engine']:<22}{rate[e['engine']]:>12,.0f}{mb_s:>9.1f}  {e.get('checksum_ok', '-')!s:<9}{ratios}"
+        )
     lines += [f"{e['engine']:<22}skipped: {e['skipped']}" for e in engines if "skipped" in e]
     return "\n".join(lines)
 
@@ -188,8 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     data = _load_corpus(args)
     tune_process()  # as the worker does; the peers run under the same setting
     info = data.facts()
-    print(f"corpus: {info['records']:,} bodies, {info['bytes'] / 1e6:.1f} MB, mean {info['mean_body_bytes']} B, "
-          f"sha256 {info['sha256'][:16]}", flush=True)
+    print(
+        f"corpus: {info['records']:,} bodies, {info['bytes'] / 1e6:.1f} MB, mean {info['mean_body_bytes']} B, "
+        f"sha256 {info['sha256'][:16]}",
+        flush=True,
+    )
     engines = run_peers(args, data.values, data.bytes)
     if args.with_flink:
         engines.append(run_flink(args, data.values))
@@ -202,15 +226,26 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     out = args.out or RESULTS / f"bench-{socket.gethostname()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"machine": facts, "corpus": info, "batch_size": args.batch_size,
-              "lane": {k: v for k, v in lane_knobs(args).items() if v is not None}, "engines": engines, "sweep": sweep,
-              "table": text.splitlines(), "argv": sys.argv[1:] if argv is None else argv}
+    result = {
+        "machine": facts,
+        "corpus": info,
+        "batch_size": args.batch_size,
+        "lane": {k: v for k, v in lane_knobs(args).items() if v is not None},
+        "engines": engines,
+        "sweep": sweep,
+        "table": text.splitlines(),
+        "argv": sys.argv[1:] if argv is None else argv,
+    }
     if sweep:
         from bench.plot import sweep_png
 
         png = out.with_suffix(".png")
-        sweep_png(sweep, png, f"gpu_stage batch-size sweep on {facts['host']} ({facts['gpu'] or facts['cpu_model']}), "
-                  f"mean body {info['mean_body_bytes']} B")
+        sweep_png(
+            sweep,
+            png,
+            f"gpu_stage batch-size sweep on {facts['host']} ({facts['gpu'] or facts['cpu_model']}), "
+            f"mean body {info['mean_body_bytes']} B",
+        )
         result["plot"] = png.name
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
