@@ -151,7 +151,7 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
             main_runs.append({"engine": f"gpu_stage-{name}", "skipped": why_not})
             print(f"  gpu_stage-{name}: skipped ({why_not})", flush=True)
             continue
-        set_lane_knobs(getattr(getattr(backend, "lane", None), "executor", None), lane_knobs(args))
+        set_lane_knobs(backend, lane_knobs(args))
         for packed in {"objects": [False], "packed": [True], "both": [False, True]}[args.input]:
             size = min(args.batch_size, len(values))
             run = backends.run(backend, backends.batches(values, size), True, settings, packed, args.passes)

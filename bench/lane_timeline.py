@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import corpus
 from bench.backends import batches
-from gpu_stage.bench_transform import LANE_KNOBS, add_lane_knobs, corpus_batches, lane_knobs, make_backend
+from gpu_stage.bench_transform import add_lane_knobs, corpus_batches, lane_knob_values, lane_knobs, make_backend
 from gpu_stage.packed import PackedBatch
 
 
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "records": args.records, "batch_size": args.batch_size, "overlap": not args.serial,
         "corpus": str(args.corpus_in or "generated"),
-        **{knob: getattr(backend.lane.executor, knob) for knob in LANE_KNOBS},
+        **lane_knob_values(backend.lane.executor),
         "records_per_s_with_timeline": round(args.records / seconds), "summary": summary(steps),
         "kernels": backend.lane.executor.kernel_resources(), "steps": [asdict(s) for s in steps],
     }  # fmt: skip

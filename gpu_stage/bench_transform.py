@@ -79,7 +79,7 @@ def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, in
         return CpuLaneBackend(TransformSettings())
 
     backend = select.by_name(name, TransformSettings(), pool_bytes or DEFAULT_POOL_BYTES)
-    set_lane_knobs(getattr(getattr(backend, "lane", None), "executor", None), lane or {})
+    set_lane_knobs(backend, lane or {})
     return backend
 
 
@@ -91,12 +91,22 @@ def _check_knobs(lane: Mapping[str, int | None]) -> None:
         raise ConfigError(msg)
 
 
-def set_lane_knobs(executor: object, lane: Mapping[str, int | None]) -> None:
-    """Set each given knob of ``lane`` on ``executor``; a None value, or an executor without it, keeps its own."""
+def set_lane_knobs(backend: object, lane: Mapping[str, int | None]) -> None:
+    """Set each given knob of ``lane`` on ``backend``'s device lane executor.
+
+    A None value keeps the lane's own; a backend without a device lane, or an executor without that
+    knob, is left as it is.
+    """
     _check_knobs(lane)
+    executor = getattr(getattr(backend, "lane", None), "executor", None)
     for knob, value in lane.items():
         if value is not None and hasattr(executor, knob):
             setattr(executor, knob, value)
+
+
+def lane_knob_values(executor: object) -> dict[str, int | None]:
+    """The :data:`LANE_KNOBS` as ``executor`` has them (None where it lacks one): what a result records."""
+    return {knob: getattr(executor, knob, None) for knob in LANE_KNOBS}
 
 
 def lane_knobs(args: argparse.Namespace) -> dict[str, int | None]:
@@ -326,7 +336,7 @@ def _device_facts(backend: Backend, batches: list[RawBatch], timed: Timed) -> di
             "device_bytes": held,
             "largest_batch_bytes": largest,
             "device_over_batch": round(held / largest, 2),
-            **{knob: getattr(lane.executor, knob, None) for knob in LANE_KNOBS},
+            **lane_knob_values(lane.executor),
         }
         if hasattr(lane.executor, "kernel_resources"):
             facts["kernels"] = lane.executor.kernel_resources()
