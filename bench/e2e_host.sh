@@ -15,18 +15,27 @@
 # count), the workers not warmed up (--warm-up-records 0) then warmed up as by default.
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
+# BROKER_WARM_UP (default 1): before the GPU runs, one GPU throughput run on the fresh broker, kept as
+# e2e-$host-gpu-cold.json (its JVM compiles the fetch and transaction paths during it); 0 skips it.
+# PARTITION_PAIRS (default 0) adds that many pairs of GPU runs (throughput, and latency when LATENCY_RATE is
+# not 0), the workers' --partition-by key then source; COMPRESSION_PAIRS (default 0) pairs of GPU
+# throughput runs, --compression lz4 then none.
+# GPU_MIN_BATCH (default 0) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
+# running at the end (a later call on the same host reuses it, warm).
+# Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
 records=${2:-2000000}
 mkdir -p "$out"
-stack_dir="$out/stack"
+stack_dir=${E2E_STACK_DIR:-$out/stack}  # outside OUTDIR for a broker kept between calls (KEEP_BROKER)
 python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --rebalance-delay-ms 3000 --topics "" >> "$out/e2e.log" 2>&1 || {
     tail -20 "$out/e2e.log"; exit 1; }
 status=0
+broker_pid=$(cat "$stack_dir/broker.pid")
 run() {
     [ "${THROUGHPUT:-1}" = 0 ] && return
-    python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" "$@" \
-        >> "$out/e2e.log" 2>&1 || status=1
+    python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" \
+        --broker-pid "$broker_pid" "$@" >> "$out/e2e.log" 2>&1 || status=1
 }
 host=${E2E_HOST_NAME:-h200}
 if [ "${CPU_WORKERS:-12}" -gt 0 ]; then
@@ -50,7 +59,8 @@ latency_once() {  # BACKEND WORKERS NAME [OPTIONS...]; a later --out wins
     [ "$backend" = gpu ] && set -- --native-threads "$(share "$workers")" "$@"
     python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * ${LATENCY_SECONDS:-10})) \
         --rate "$rate" --producers 4 --warmup-s "${LATENCY_WARMUP_S:-5}" --backend "$backend" --workers "$workers" \
-        --partitions 24 --batch-records 5000 --batch-wait-ms 5 --logs "$out/logs" --out "$out/$name.json" "$@" \
+        --partitions 24 --batch-records 5000 --batch-wait-ms 5 --logs "$out/logs" --broker-pid "$broker_pid" \
+        --out "$out/$name.json" "$@" \
         >> "$out/e2e.log" 2>&1 || status=1
 }
 latency() {  # BACKEND WORKERS [OPTIONS...]: once, or once per LATENCY_WORKERS
@@ -74,10 +84,32 @@ fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     # One start compiles the kernels into the cache the workers load them from (else each compiles them).
     python -c "from gpu_stage.backends.gpu import GpuBackend; GpuBackend()" >> "$out/e2e.log" 2>&1 || status=1
-    run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$(share "${GPU_WORKERS:-8}")" \
-        --out "$out/e2e-$host-gpu.json"
+    gpu_run() {  # NAME [OPTIONS...]: a GPU throughput run
+        local name=$1
+        shift
+        run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 \
+            --native-threads "$(share "${GPU_WORKERS:-8}")" --out "$out/$name.json" "$@"
+    }
+    if [ "${BROKER_WARM_UP:-1}" = 1 ]; then
+        gpu_run "e2e-$host-gpu-cold"
+    fi
+    gpu_run "e2e-$host-gpu"
+    if [ "${PARTITION_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-partition-by-$host-gpu" --compare-partition-by "$PARTITION_PAIRS"
+    fi
+    if [ "${COMPRESSION_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-compression-$host-gpu" --compare-compression "$COMPRESSION_PAIRS"
+    fi
+    min_batch=()
+    [ "${GPU_MIN_BATCH:-0}" -gt 0 ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")
     if [ "$rate" -gt 0 ]; then
-        latency gpu "${GPU_WORKERS:-8}"
+        latency gpu "${GPU_WORKERS:-8}" "${min_batch[@]}"
+    fi
+    if [ "$rate" -gt 0 ] && [ "${PARTITION_PAIRS:-0}" -gt 0 ]; then
+        n=${LATENCY_WORKERS:-${GPU_WORKERS:-8}}
+        n=${n%% *}
+        latency_once gpu "$n" "latency-partition-by-$host-gpu-w$n" --compare-partition-by "$PARTITION_PAIRS" \
+            "${min_batch[@]}"
     fi
     if [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
         run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$(share "${GPU_WORKERS:-8}")" \
@@ -94,6 +126,6 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
         latency_once gpu "$n" "latency-txn-backoff-$host-gpu-w$n" --compare-txn-backoff "$BACKOFF_PAIRS"
     fi
 fi
-python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1
-grep -h "records/s\|latency ms" "$out/e2e.log"
+[ "${KEEP_BROKER:-0}" = 1 ] || python -m stack down --dir "$stack_dir" >> "$out/e2e.log" 2>&1
+grep -h "records/s\|latency ms\|/ key\|/ lz4" "$out/e2e.log"
 exit $status

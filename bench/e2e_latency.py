@@ -15,6 +15,7 @@ import json
 import logging
 import multiprocessing
 import platform
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,10 +28,12 @@ import numpy.typing as npt
 from bench.e2e_worker import (
     BACKOFF_PAIR,
     HEADERS,
+    PARTITION_BY_PAIR,
     RESULTS,
     add_run_options,
     check_keys,
     common_result,
+    cpu_figures,
     finish_workers,
     fresh_topics,
     paired_overlap_runs,
@@ -40,6 +43,7 @@ from bench.e2e_worker import (
     summaries,
     wait_group,
 )
+from bench.machine import CpuWindow
 from gpu_stage import synth
 from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
 from llmpipe.runtime import configure_logging
@@ -51,10 +55,12 @@ log = logging.getLogger("bench.e2e_latency")
 WATCH_WAIT_S = 0.002
 
 
-def pace(bootstrap: str, topic: str, first: int, step: int, records: int, rate: float, t0: float) -> float:
+def pace(
+    kafka: KafkaSettings, topic: str, first: int, step: int, records: int, rate: float, t0: float
+) -> float:
     """Produce keys ``first, first + step, …`` each at its due time; return the worst lag behind it (s)."""
     bodies = synth.bodies(10_000)
-    producer = Producer(KafkaSettings(bootstrap=bootstrap), {"linger.ms": 2, "batch.size": 1 << 20})
+    producer = Producer(kafka, {"linger.ms": 2, "batch.size": 1 << 20})
     worst = 0.0
     for i in range(first, records, step):
         due = t0 + i / rate
@@ -127,7 +133,7 @@ def _short(p: dict[str, float]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start workers, offer the load, watch, check; the result dictionary."""
-    kafka = KafkaSettings(bootstrap=args.bootstrap)
+    kafka = KafkaSettings(bootstrap=args.bootstrap, compression=args.compression)
     topics = fresh_topics(kafka, args, with_raw=True)
     try:
         group, procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
@@ -138,14 +144,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise
         log.info("%d workers in group %s after %.1fs: offering the load", args.workers, group, joined_s)
         t0 = time.time() + args.warmup_s
+        cpu = CpuWindow(args.broker_pid or None)
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(args.producers) as pool:
-            lags = pool.starmap_async(pace, [(args.bootstrap, topics.raw, p, args.producers, args.records,
+            lags = pool.starmap_async(pace, [(kafka, topics.raw, p, args.producers, args.records,
                                               args.rate, t0) for p in range(args.producers)])
             deadline = t0 + args.records / args.rate + args.drain_s
+            threading.Timer(max(0.0, t0 - time.time()), cpu.start).start()  # the window opens with the load
             latencies, to_produce, due_s = watch(
                 args.bootstrap, [topics.typed, topics.dlq], args.records, args.rate, t0, deadline
             )
+            cpu.stop()
             worst_lag = max(lags.get(timeout=120))
         codes = finish_workers(kafka, group, topics.raw, procs, args.drain_s, end_marker=False)
         per_worker = summaries(topics.logs, args.workers)
@@ -162,6 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settle_s": args.settle_s,
         "latency_ms_after_settle": percentiles(latencies[due_s >= args.settle_s]),
         "latency_ms_by_second": by_second(latencies, due_s),
+        **cpu_figures(cpu, per_worker, args.records),
     }  # fmt: skip
 
 
@@ -185,10 +195,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of one run: ROUNDS pairs of runs, the workers' --txn-retry-backoff-ms at "
                    "librdkafka's default 100 (the baseline) then at the worker's default, with the percentiles "
                    "of each pair")
+    p.add_argument("--compare-partition-by", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the workers' --partition-by key (the baseline) "
+                   "then source, with the percentiles of each pair")
     p.add_argument("--compare-warm-up", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, the workers' --warm-up-records 0 (no warm-up, "
                    "the baseline) then at the worker's default, with the percentiles of each pair")
     args = p.parse_args(argv)
+    if args.compare_partition_by:
+        out = args.out or RESULTS / f"latency-partition-by-{platform.node() or 'host'}-{args.backend}.json"
+        return paired_runs(args, run_and_print, _partition_pair, out, "partition_by", PARTITION_BY_PAIR,
+                           args.compare_partition_by)  # fmt: skip
     if args.compare_warm_up:
         out = args.out or RESULTS / f"latency-warm-up-{platform.node() or 'host'}-{args.backend}.json"
         return paired_runs(args, run_and_print, _warm_up_pair, out, "warm_up_records", WARM_UP_PAIR,
@@ -233,6 +250,13 @@ def _backoff_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]
     """:func:`_to_baseline` of the short backoff over librdkafka's."""
     ratios = _to_baseline(base, new)
     print(f"txn retry backoff {new['txn_retry_backoff_ms']} ms / {base['txn_retry_backoff_ms']} ms, latency: {ratios}")
+    return ratios
+
+
+def _partition_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
+    """:func:`_to_baseline` of records written to their raw record's partition over records written by key."""
+    ratios = _to_baseline(base, new)
+    print(f"partition by source / by key, latency: {ratios}")
     return ratios
 
 

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.machine import CpuWindow
 from gpu_stage import synth
 from llmpipe.kafka_io import (
+    COMPRESSIONS,
     TXN_RETRY_BACKOFF_MS,
     KafkaSettings,
     TransactionalProducer,
@@ -51,6 +53,7 @@ log = logging.getLogger("bench.e2e_worker")
 RESULTS = Path(__file__).resolve().parent / "results"
 SUMMARY = re.compile(r"summary: in=(\d+) typed=(\d+) dlq=(\d+) batches=(\d+) aborts=(\d+) "
                      r"first_input_at=([\d.]+) last_commit_at=([\d.]+) busy_rate=(\d+)")
+BUSY_CPU = re.compile(r"busy_cpu=([\d.]+) us/rec")
 STEPS = re.compile(r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)")
 HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
@@ -136,7 +139,8 @@ def fresh_topics(kafka: KafkaSettings, args: argparse.Namespace, *, with_raw: bo
     typed_base = f"bench.typed.{tag}"
     topics = Topics(f"bench.raw.{tag}", typed_base, TypedRecord.from_file().versioned_topic(typed_base),
                     f"bench.dlq.{tag}", args.logs / tag)
-    partitions = {topics.typed: args.partitions, topics.dlq: 1}
+    # The DLQ has as many partitions as raw, as the stack's topics do: dead letters are co-partitioned too.
+    partitions = {topics.typed: args.partitions, topics.dlq: args.partitions}
     if with_raw:
         partitions[topics.raw] = args.partitions
     create_topics(kafka, partitions, TOPIC_CONFIG)
@@ -160,7 +164,9 @@ def start_workers(
             "--exit-when-idle", str(args.idle_s + args.join_timeout_s),
             "--gpu-pool-bytes", str(args.gpu_pool_bytes), "--parse-chunk-records", str(args.parse_chunk_records),
             "--commit-overlap", args.commit_overlap, "--log-level", args.worker_log_level,
+            "--compression", args.compression, "--partition-by", args.partition_by,
             *(["--native-threads", str(args.native_threads)] if args.native_threads else []),
+            *(["--gpu-min-batch", str(args.gpu_min_batch)] if args.gpu_min_batch else []),
             *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
             *(["--warm-up-records", str(args.warm_up_records)] if args.warm_up_records >= 0 else []),
         ]  # fmt: skip
@@ -224,6 +230,8 @@ def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
         worker = dict(zip(keys, map(float, found[-1]), strict=True))
         for per_batch in STEPS.findall(text)[-1:]:
             worker.update(zip(steps, map(float, per_batch), strict=True))
+        for cpu in BUSY_CPU.findall(text)[-1:]:
+            worker["cpu_us_per_record"] = float(cpu)
         out.append(worker)
     return out
 
@@ -249,12 +257,29 @@ def common_result(
         "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
-        "commit_overlap": args.commit_overlap, "native_threads": args.native_threads or None,
+        "commit_overlap": args.commit_overlap, "compression": args.compression, "partition_by": args.partition_by,
+        "native_threads": args.native_threads or None, "gpu_min_batch": args.gpu_min_batch or None,
         "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
+
+
+def cpu_figures(cpu: CpuWindow, per_worker: list[dict[str, float]], records: int) -> dict[str, Any]:
+    """Where the host's CPU went over a run: busy cores, the broker's and the workers' CPU per record.
+
+    The window runs from the moment the input is released to the workers' stop, so it holds the busy
+    span and the wait for the last commit to be seen; the broker's figure is over that window.
+    """
+    with_cpu = [w for w in per_worker if "cpu_us_per_record" in w and w["in"] > 0]
+    workers_us = sum(w["cpu_us_per_record"] * w["in"] for w in with_cpu) / max(sum(w["in"] for w in with_cpu), 1)
+    broker_us = cpu.process_seconds * 1e6 / records if cpu.process_seconds is not None and records else None
+    return {
+        "host_busy_cores": cpu.busy_cores,
+        "broker_cpu_us_per_record": None if broker_us is None else round(broker_us, 2),
+        "workers_cpu_us_per_record": round(workers_us, 2) if with_cpu else None,
+    }
 
 
 def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: int, batch_wait_ms: int) -> None:
@@ -276,6 +301,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
     p.add_argument("--native-threads", type=int, default=0,
                    help="each GPU worker's native-core threads (0: the worker's default, every usable core)")
+    p.add_argument("--gpu-min-batch", type=int, default=0,
+                   help="the GPU workers' --gpu-min-batch: smaller batches parse on the native core (0: none)")
     p.add_argument("--parse-chunk-records", type=int, default=10_000,
                    help="workers parse a batch in chunks of this many records while producing (0: no overlap)")
     p.add_argument("--commit-overlap", default="on", choices=["on", "off"],
@@ -284,6 +311,13 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="the workers' --txn-retry-backoff-ms (0: the worker's default)")
     p.add_argument("--warm-up-records", type=int, default=-1,
                    help="the workers' --warm-up-records (-1: the worker's default, one parse call's batch; 0: none)")
+    p.add_argument("--compression", default="lz4", choices=COMPRESSIONS,
+                   help="compression of the raw records the run writes and of the workers' typed records")
+    p.add_argument("--partition-by", default="source", choices=["source", "key"],
+                   help="the workers' --partition-by: typed and dead-letter records to their raw record's "
+                   "partition, or by key")
+    p.add_argument("--broker-pid", type=int, default=0,
+                   help="the broker's process id on this host: its CPU time over the run is reported per record")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--worker-log-level", default="INFO", help="the workers' --log-level (DEBUG: one line per batch)")
     p.add_argument("--keep-topics", action="store_true")
@@ -291,7 +325,7 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load, start the workers, release the load once they are all in the group, check; the result dictionary."""
-    kafka = KafkaSettings(bootstrap=args.bootstrap)
+    kafka = KafkaSettings(bootstrap=args.bootstrap, compression=args.compression)
     topics = fresh_topics(kafka, args, with_raw=False)
     try:
         load = load_raw(kafka, topics.raw, args.records, args.partitions, args.pool)
@@ -304,10 +338,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             stop_workers(procs)
             raise
         log.info("%d workers in group %s after %.1fs: committing the load", args.workers, group, joined_s)
+        cpu = CpuWindow(args.broker_pid or None)
+        cpu.start()
         load.commit()
         started = time.time()
         codes = finish_workers(kafka, group, topics.raw, procs, args.finish_timeout_s, end_marker=True)
         wall = time.time() - started
+        cpu.stop()
         per_worker = summaries(topics.logs, args.workers)
         busy = [w for w in per_worker if w["in"] > 0]  # a worker that got no input has no span
         span = max(w["last_commit_at"] for w in busy) - min(w["first_input_at"] for w in busy)
@@ -319,6 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         **common_result(args, codes, per_worker, check), "load_seconds": round(load.seconds, 2),
         "join_seconds": round(joined_s, 2), "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
         "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
+        **cpu_figures(cpu, per_worker, args.records),
     }  # fmt: skip
 
 
@@ -336,7 +374,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-txn-backoff", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, the workers' --txn-retry-backoff-ms at "
                    "librdkafka's default 100 (the baseline) then at the worker's default, with the ratio of each pair")
+    p.add_argument("--compare-compression", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, --compression lz4 (the baseline) then none, "
+                   "with the ratio of each pair's rates and CPU per record")
+    p.add_argument("--compare-partition-by", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, --partition-by key (the baseline) then source, "
+                   "with the ratio of each pair's rates and CPU per record")
     args = p.parse_args(argv)
+    if args.compare_compression:
+        return compare_compression(args)
+    if args.compare_partition_by:
+        out = args.out or RESULTS / f"e2e-partition-by-{platform.node() or 'host'}-{args.backend}.json"
+        return paired_runs(args, _run_and_print, cost_ratios, out, "partition_by", PARTITION_BY_PAIR,
+                           args.compare_partition_by)  # fmt: skip
     if args.compare_commit_overlap:
         return compare_commit_overlap(args)
     if args.compare_txn_backoff:
@@ -373,6 +423,31 @@ def compare_txn_backoff(args: argparse.Namespace) -> int:
     return paired_runs(
         args, _run_and_print, rate_ratio, out, "txn_retry_backoff_ms", BACKOFF_PAIR, args.compare_txn_backoff
     )
+
+
+COMPRESSION_PAIR = ("lz4", "none")
+"""``--compare-compression``'s ``--compression``: the default (the baseline), then none."""
+
+
+def compare_compression(args: argparse.Namespace) -> int:
+    """Pairs of runs, the raw and typed records lz4-compressed then not; the ratios of rate and CPU."""
+    out = args.out or RESULTS / f"e2e-compression-{platform.node() or 'host'}-{args.backend}.json"
+    return paired_runs(args, _run_and_print, cost_ratios, out, "compression", COMPRESSION_PAIR,
+                       args.compare_compression)  # fmt: skip
+
+
+PARTITION_BY_PAIR = ("key", "source")
+"""``--compare-partition-by``'s ``--partition-by``: by key (the baseline), then the worker's default."""
+
+
+def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
+    """``new`` over ``base``: busy-span rate, workers' and broker's CPU per record (where both measured them)."""
+    keys = {"rate_ratio": "records_per_s", "workers_cpu_ratio": "workers_cpu_us_per_record",
+            "broker_cpu_ratio": "broker_cpu_us_per_record"}  # fmt: skip
+    ratios = {name: round(new[key] / base[key], 3) for name, key in keys.items() if new.get(key) and base.get(key)}
+    changed = [k for k in ("compression", "partition_by") if new.get(k) != base.get(k)]
+    print(", ".join(f"{k} {new[k]} / {base[k]}" for k in changed) + f": {ratios}")
+    return ratios
 
 
 def _run_and_print(run_args: argparse.Namespace) -> dict[str, Any]:

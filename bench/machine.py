@@ -61,3 +61,55 @@ def facts() -> dict[str, Any]:
         "msgspec": msgspec.__version__,
         "load_avg_at_start": _load(),
     }
+
+
+def _host_jiffies() -> tuple[int, int]:
+    """All and idle (idle + iowait) jiffies of every core since boot, from /proc/stat."""
+    fields = Path("/proc/stat").read_text(encoding="utf-8").splitlines()[0].split()[1:]
+    ticks = [int(x) for x in fields]
+    return sum(ticks[:8]), ticks[3] + ticks[4]
+
+
+def _process_seconds(pid: int) -> float:
+    """User plus system CPU seconds of process ``pid`` (all its threads), from /proc/PID/stat."""
+    after_name = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(after_name[11]) + int(after_name[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuWindow:
+    """The host's busy cores and one process's CPU seconds between :meth:`start` and :meth:`stop` (Linux).
+
+    What an end-to-end run needs to say whether the host's cores were the bound, and what a broker
+    on the same host cost per record. Without /proc (or when the process is gone) the figures are None.
+    """
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = pid
+        self._host: tuple[int, int] | None = None
+        self._process: float | None = None
+        self.busy_cores: float | None = None
+        """Average number of cores not idle over the window."""
+        self.process_seconds: float | None = None
+        """CPU seconds the process spent over the window."""
+
+    def start(self) -> None:
+        """Take the first reading."""
+        try:
+            self._host = _host_jiffies()
+            self._process = _process_seconds(self.pid) if self.pid else None
+        except (OSError, ValueError, IndexError):
+            self._host = self._process = None
+
+    def stop(self) -> None:
+        """Take the second reading and fill the figures."""
+        try:
+            host = _host_jiffies()
+            process = _process_seconds(self.pid) if self.pid else None
+        except (OSError, ValueError, IndexError):
+            return
+        if self._host is not None:
+            all_ticks, idle_ticks = host[0] - self._host[0], host[1] - self._host[1]
+            cores = os.cpu_count() or 1
+            self.busy_cores = round(cores * (all_ticks - idle_ticks) / all_ticks, 2) if all_ticks else None
+        if process is not None and self._process is not None:
+            self.process_seconds = round(process - self._process, 3)

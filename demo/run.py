@@ -131,7 +131,7 @@ class Demo:
     def _run(self) -> None:
         path = self._prompts()
         self._start_broker()
-        create_topics(self.kafka, {self.names.raw: 4, self.names.typed: 4, self.names.dlq: 1,
+        create_topics(self.kafka, {self.names.raw: 4, self.names.typed: 4, self.names.dlq: 4,
                                    self.names.features: 1})
         await_topics(self.kafka, (self.names.raw, self.names.typed, self.names.dlq))
         self.report.url = self._vllm()

@@ -47,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_record_bytes=settings.max_record_bytes,
             kernel_cache=settings.kernel_cache,
             native_threads=settings.native_threads,
+            device_min_rows=settings.gpu_min_batch,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         tune_process()
@@ -57,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         partitions = len(end_offsets(settings.kafka, settings.raw_topic))
         create_topics(
             settings.kafka,
-            {typed_topic: partitions, settings.dlq_topic: 1},
+            # Both as many as raw, so each output record can go to its raw record's partition.
+            {typed_topic: partitions, settings.dlq_topic: partitions},
             {"max.message.bytes": str(MAX_MESSAGE_BYTES)},
         )
         log.info(

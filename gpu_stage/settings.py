@@ -16,6 +16,7 @@ from llmpipe.settings import env_option
 
 BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
 BadPolicy = Literal["dlq", "fail"]
+PartitionBy = Literal["source", "key"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,14 @@ class WorkerSettings:
     gpu_pool_bytes: int = 2 << 30
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     native_threads: int | None = None
+    gpu_min_batch: int = 0
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
     progress_every_s: float = 10.0
     txn_deadline_s: float = 120.0
     txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
+    partition_by: PartitionBy = "source"
 
     @property
     def warm_up_batch(self) -> int:
@@ -175,6 +178,16 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         w,
+        "--gpu-min-batch",
+        "GPU_STAGE_GPU_MIN_BATCH",
+        default=0,
+        type=int,
+        help="gpu backend: parse batches (or parse chunks) of fewer records on the native core instead, "
+        "whose cost for a few hundred bodies is below a device pass's fixed cost (latency-bound, "
+        "lightly loaded workers); 0: every batch on the device",
+    )
+    env_option(
+        w,
         "--kernel-cache",
         "GPU_STAGE_KERNEL_CACHE",
         help="folder for the GPU kernels compiled at start, reused by later starts; unset: "
@@ -210,6 +223,16 @@ def parser() -> argparse.ArgumentParser:
         help="the producer's retry backoff; a transaction begun right after a commit waits for it "
         "(librdkafka's default is 100)",
     )
+    env_option(
+        o,
+        "--partition-by",
+        "GPU_STAGE_PARTITION_BY",
+        default="source",
+        choices=["source", "key"],
+        help="source: a typed or dead-letter record goes to its raw record's partition number wherever that "
+        "topic has as many partitions as the raw topic (each transaction then touches only this worker's "
+        "partitions, so commits are cheaper and readers see them sooner), else by key; key: always by key",
+    )
     p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
     p.add_argument(
         "--log-level",
@@ -237,6 +260,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
     if args.txn_retry_backoff_ms < 1:
         msg = "--txn-retry-backoff-ms must be positive"
         raise ConfigError(msg)
+    if args.gpu_min_batch < 0:
+        msg = "--gpu-min-batch must be 0 or positive"
+        raise ConfigError(msg)
     if args.native_threads is not None and args.native_threads < 1:
         msg = "--native-threads must be positive (unset: every usable core)"
         raise ConfigError(msg)
@@ -261,11 +287,13 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         gpu_pool_bytes=args.gpu_pool_bytes,
         kernel_cache=_kernel_cache(args.kernel_cache),
         native_threads=args.native_threads,
+        gpu_min_batch=args.gpu_min_batch,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,
         txn_deadline_s=args.txn_deadline,
         txn_retry_backoff_ms=args.txn_retry_backoff_ms,
+        partition_by=args.partition_by,
     )
 
 

@@ -25,6 +25,8 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
+import numpy as np
+
 from gpu_stage import metrics
 from gpu_stage.backends.base import Backend
 from gpu_stage.batch import ParseResult, RawBatch
@@ -32,6 +34,7 @@ from gpu_stage.settings import WorkerSettings
 from llmpipe.dlq import BadRecord
 from llmpipe.errors import ParseError, SourceError
 from llmpipe.kafka_io import (
+    ANY_PARTITION,
     Consumer,
     Message,
     Records,
@@ -149,6 +152,7 @@ class Worker:
         self._buffer = Records()
         self.consumer = self._new_consumer()
         self.producer = self._new_producer()
+        self._co_partitioned = self._outputs_co_partitioned()
 
     def _new_consumer(self) -> Consumer:
         s = self.settings
@@ -159,7 +163,35 @@ class Worker:
             # A short session lets a restarted worker get the partitions of a crashed one within seconds.
             config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20, "session.timeout.ms": 10_000},
             on_revoke=self._on_revoke,
+            on_assign=self._on_assign,
         )
+
+    def _on_assign(self, parts: TopicPartitions) -> None:
+        """Check again which outputs are co-partitioned: partitions added to a topic start a rebalance."""
+        del parts
+        self._co_partitioned = self._outputs_co_partitioned()
+
+    def _outputs_co_partitioned(self) -> frozenset[str]:
+        """The output topics whose records go to their raw record's partition number (``--partition-by source``).
+
+        Only a topic with as many partitions as the raw topic qualifies: there, a record whose raw
+        record was placed by its key lands where its key would place it anyway, and each transaction
+        touches only this worker's partitions. With every worker writing to every partition instead,
+        a committed record stays invisible to ``read_committed`` readers until every transaction that
+        other workers opened earlier on its partition has ended, and every commit writes a marker to
+        every partition.
+        """
+        s = self.settings
+        if s.partition_by != "source":
+            return frozenset()
+        raw = self.consumer.partition_count(s.raw_topic)
+        counts = {topic: self.consumer.partition_count(topic) for topic in (self.typed_topic, s.dlq_topic)}
+        same = frozenset(topic for topic, count in counts.items() if raw is not None and count == raw)
+        if same != getattr(self, "_co_partitioned", None):
+            log.info("records go to their raw record's partition in %s; by key in %s (partitions: %s has %s, %s)",
+                     sorted(same) or "none", sorted(set(counts) - same) or "none", s.raw_topic, raw,
+                     ", ".join(f"{topic} has {count}" for topic, count in counts.items()))  # fmt: skip
+        return same
 
     def _new_producer(self) -> TransactionalProducer:
         return TransactionalProducer(
@@ -376,8 +408,11 @@ class Worker:
             producer.abort()  # rows of earlier chunks are in the transaction: they never become visible
             raise
         produce_started = time.perf_counter()
+        dlq = self.settings.dlq_topic
+        by_source = dlq in self._co_partitioned
         for bad in outcome.bad:
-            producer.produce(self.settings.dlq_topic, bad.raw, bad.key, bad.headers())
+            partition = bad.partition if by_source and bad.partition is not None else ANY_PARTITION
+            producer.produce(dlq, bad.raw, bad.key, bad.headers(), partition)
         commit_started = time.perf_counter()
         self._steps["produce"] += commit_started - produce_started
         producer.send_offsets(self._commit_offsets(records), self.consumer.group_metadata())
@@ -392,30 +427,30 @@ class Worker:
         batch takes about the longer of the two instead of their sum. Rows keep the batch order. A
         batch of one chunk (``--parse-chunk-records 0``) is parsed on this thread.
         """
-        chunks = batch.chunks(self.settings.parse_chunk_records)
+        chunks = [batch.slice(*bounds) for bounds in batch.chunks(self.settings.parse_chunk_records)]
         outcome = Outcome()
         if len(chunks) == 1:  # nothing to overlap: parse on this thread
-            self._produce_chunk(self._timed_parse(batch), outcome)
+            self._produce_chunk(self._timed_parse(batch), batch, outcome)
             return outcome
-        pending = self._parser.submit(self._timed_parse, batch.slice(*chunks[0]))
+        pending = self._parser.submit(self._timed_parse, chunks[0])
         try:
-            for k in range(len(chunks)):
+            for k, chunk in enumerate(chunks):
                 result = pending.result()
                 if k + 1 < len(chunks):
-                    pending = self._parser.submit(self._timed_parse, batch.slice(*chunks[k + 1]))
-                self._produce_chunk(result, outcome)
+                    pending = self._parser.submit(self._timed_parse, chunks[k + 1])
+                self._produce_chunk(result, chunk, outcome)
         except BaseException:
             pending.cancel()
             futures.wait([pending])  # nothing of this batch runs on into the next one
             raise
         return outcome
 
-    def _produce_chunk(self, result: ParseResult, outcome: Outcome) -> None:
-        """Enqueue one chunk's typed rows and add it to the batch's outcome."""
+    def _produce_chunk(self, result: ParseResult, chunk: RawBatch, outcome: Outcome) -> None:
+        """Enqueue the typed rows of ``chunk`` (parsed into ``result``) and add it to the batch's outcome."""
         if self.settings.on_bad == "fail":
             self._check_bad(result.bad, 0)  # stop at the first bad record, before producing more
         produce_started = time.perf_counter()
-        self._produce_typed(result)
+        self._produce_typed(result, chunk)
         self._steps["produce"] += time.perf_counter() - produce_started
         outcome.typed += len(result.encoded)
         outcome.bad += result.bad
@@ -428,10 +463,13 @@ class Worker:
         metrics.PARSE_SECONDS.observe(seconds)
         return result
 
-    def _produce_typed(self, result: ParseResult) -> None:
+    def _produce_typed(self, result: ParseResult, chunk: RawBatch) -> None:
         encoded = result.encoded
+        partitions: list[int] | None = None
+        if self.typed_topic in self._co_partitioned:  # each row to its raw record's partition
+            partitions = np.asarray(chunk.partitions, dtype=np.int64)[encoded.rows].tolist()
         # Each value is a slice of the one encoded buffer (one copy, which librdkafka then takes over).
-        self.producer.produce_many(self.typed_topic, encoded.values(), encoded.keys, self._typed_headers)
+        self.producer.produce_many(self.typed_topic, encoded.values(), encoded.keys, self._typed_headers, partitions)
 
     def _commit_offsets(self, records: Records) -> TopicPartitions:
         """Offsets after the batch; the consumer's position where it is further on.

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
 
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 rdkafka_log = logging.getLogger("librdkafka")
 
 Headers = list[tuple[str, bytes]]
+COMPRESSIONS = ("none", "lz4", "zstd", "snappy", "gzip")
+"""librdkafka's ``compression.type`` values."""
 TopicPartitions = list[TopicPartition]
 
 
@@ -42,7 +45,16 @@ class KafkaSettings:
     sasl_username: str | None = None
     sasl_password: Secret = field(default_factory=lambda: Secret(""))
     ssl_ca_location: str | None = None
+    compression: str = "lz4"
+    """What this service's producers compress record batches with (``compression.type``): lz4 saves
+    network and broker disk; ``none`` saves the CPU of compressing here and of decompressing in every
+    consumer, where the broker is on the same host or link bandwidth is not the limit."""
     extra: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.compression not in COMPRESSIONS:
+            msg = f"compression must be one of {', '.join(COMPRESSIONS)}, not {self.compression!r}"
+            raise ConfigError(msg)
 
     def client_config(self) -> dict[str, Any]:
         """Librdkafka configuration, made at the edge (the secret is revealed only here)."""
@@ -75,6 +87,9 @@ class KafkaSettings:
         env_option(group, "--sasl-username", "KAFKA_SASL_USERNAME", help="SASL user name")
         env_option(group, "--sasl-password", "KAFKA_SASL_PASSWORD", help="SASL password", shown="secret")
         env_option(group, "--ssl-ca-location", "KAFKA_SSL_CA_LOCATION", help="CA bundle for SSL")
+        env_option(group, "--compression", "KAFKA_COMPRESSION", default="lz4", choices=COMPRESSIONS,
+                   help="compression of the record batches this service produces (none: no CPU spent on it, "
+                   "for a broker on the same host or a fast link)")
         del prefix
 
     @classmethod
@@ -87,6 +102,7 @@ class KafkaSettings:
             sasl_username=args.sasl_username,
             sasl_password=Secret(args.sasl_password or ""),
             ssl_ca_location=args.ssl_ca_location,
+            compression=args.compression,
         )
 
 
@@ -384,13 +400,15 @@ def _drain(consumer: Any, partitions: int, timeout_s: float) -> list[Message]:
 
 
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
+ANY_PARTITION = -1
+"""No partition chosen: librdkafka's partitioner picks one from the key."""
 
 
 class Producer:
     """A producer whose deliveries are all confirmed: ``flush`` raises the first failure."""
 
     def __init__(self, settings: KafkaSettings, config: Mapping[str, Any] | None = None) -> None:
-        base = {"enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4"}
+        base = {"enable.idempotence": True, "linger.ms": 20, "compression.type": settings.compression}
         self._config = {**settings.client_config(), **base, **dict(config or {})}
         self._client = confluent_kafka.Producer(self._config)
         self._error: KafkaError | None = None
@@ -408,9 +426,16 @@ class Producer:
             self.delivered += 1
 
     def produce(
-        self, topic: str, value: bytes | None, key: bytes | None = None, headers: Headers | None = None
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int = ANY_PARTITION,
     ) -> None:
-        """Enqueue one record; waits (serving callbacks) while the local queue is full.
+        """Enqueue one record (to ``partition``, else where its key hashes to); waits while the local queue is full.
+
+        Waiting serves delivery callbacks.
 
         A record librdkafka refuses outright (e.g. larger than ``message.max.bytes``) raises
         ``DeliveryError``, so callers never see a confluent-kafka exception type.
@@ -418,7 +443,7 @@ class Producer:
         while True:
             try:
                 self._client.produce(
-                    topic, value, key, headers=headers, on_delivery=self._on_delivery  # type: ignore[arg-type]
+                    topic, value, key, partition, self._on_delivery, headers=headers  # type: ignore[arg-type]
                 )
                 return
             except BufferError:
@@ -521,34 +546,42 @@ class TransactionalProducer(Producer):
             raise _classify(exc, "begin_transaction") from exc
 
     def produce_many(
-        self, topic: str, values: Iterable[bytes | None], keys: Iterable[bytes | None], headers: Headers | None = None
+        self,
+        topic: str,
+        values: Iterable[bytes | None],
+        keys: Iterable[bytes | None],
+        headers: Headers | None = None,
+        partitions: Iterable[int] | None = None,
     ) -> None:
-        """Enqueue records (pairs of ``values`` and ``keys``, all with ``headers``) in the open transaction.
+        """Enqueue records in the open transaction: ``values``, ``keys``, ``partitions`` in step, all with ``headers``.
 
-        No per-record delivery callback: the transaction's commit confirms them. librdkafka's
-        ``commit_transaction`` first waits for every record of the transaction to be delivered, and
-        if any of them failed it does not commit and raises an abortable error (``TxnAbortable``
-        here), so nothing of the transaction, consumer offsets included, becomes visible unless all
-        of it was delivered: still never fire-and-forget, without a Python call and a message object
-        per record (about a third of the produce path's cost). Only valid between :meth:`begin` and
-        :meth:`commit`. A record librdkafka refuses outright raises ``DeliveryError`` as in
-        :meth:`produce`.
+        Without ``partitions`` each record goes where its key hashes to. No per-record delivery
+        callback: the transaction's commit confirms them. librdkafka's ``commit_transaction`` first
+        waits for every record of the transaction to be delivered, and if any of them failed it does
+        not commit and raises an abortable error (``TxnAbortable`` here), so nothing of the
+        transaction, consumer offsets included, becomes visible unless all of it was delivered:
+        still never fire-and-forget, without a Python call and a message object per record (about a
+        third of the produce path's cost). Only valid between :meth:`begin` and :meth:`commit`. A
+        record librdkafka refuses outright raises ``DeliveryError`` as in :meth:`produce`.
         """
         produce = self._client.produce
-        for value, key in zip(values, keys):  # noqa: B905 - iterators of equal length
+        rows = zip(values, keys, repeat(ANY_PARTITION) if partitions is None else partitions)  # noqa: B905
+        for value, key, partition in rows:
             try:
-                produce(topic, value, key, headers=headers)  # type: ignore[arg-type]
+                produce(topic, value, key, partition, headers=headers)  # type: ignore[arg-type]
             except BufferError:
-                self._produce_when_room(topic, value, key, headers)
+                self._produce_when_room(topic, value, key, partition, headers)
             except KafkaException as exc:
                 msg = f"cannot produce to {topic}: {exc.args[0]}"
                 raise DeliveryError(msg) from exc
 
-    def _produce_when_room(self, topic: str, value: bytes | None, key: bytes | None, headers: Headers | None) -> None:
+    def _produce_when_room(
+        self, topic: str, value: bytes | None, key: bytes | None, partition: int, headers: Headers | None
+    ) -> None:
         while True:
             self._client.poll(0.05)
             try:
-                self._client.produce(topic, value, key, headers=headers)  # type: ignore[arg-type]
+                self._client.produce(topic, value, key, partition, headers=headers)  # type: ignore[arg-type]
                 return
             except BufferError:
                 continue
@@ -640,6 +673,17 @@ class Consumer:
                 raise SourceError(str(error))
             log.warning("consume: %s", error)
         return False
+
+    def partition_count(self, topic: str, timeout_s: float = 10.0) -> int | None:
+        """How many partitions ``topic`` has, from the cluster's metadata; None where it does not exist."""
+        try:
+            found = self._client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        except KafkaException as exc:
+            msg = f"cannot read the metadata of {topic}: {exc}"
+            raise SourceError(msg) from exc
+        if found is None or found.error is not None:
+            return None
+        return len(found.partitions)
 
     def positions(self) -> list[TopicPartition]:
         """Next offsets to read on every assigned partition."""

@@ -15,7 +15,7 @@ from llmpipe.runtime import configure_logging
 from llmpipe.settings import env_option
 from stack import broker, jars
 
-DEFAULT_TOPICS = "llm.requests:4,llm.raw:8,llm.dlq:1,llm.features:1"
+DEFAULT_TOPICS = "llm.requests:4,llm.raw:8,llm.dlq:8,llm.features:1"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -241,7 +241,7 @@ class GpuBackend:
             )
             probe = importlib.import_module("gpu_stage.synth")
             batch = probe.batch(probe.bodies(256))
-            got, want = transform.parse(batch), transform.native.parse(batch)
+            got, want = transform.parse_on_device(batch), transform.native.parse(batch)
             if got.encoded.buf != want.encoded.buf or got.bad != want.bad or transform.taken_rows == 0:
                 msg = "its output on generated bodies differs from the native core's"
                 raise RuntimeError(msg)

@@ -710,6 +710,8 @@ class LaneTransform:
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.taken_rows = 0
         self.rows = 0
+        self.min_rows: int = getattr(settings, "device_min_rows", 0)
+        """Batches below this many records go to the native core whole (``TransformSettings.device_min_rows``)."""
         from gpu_stage.backends.lane_packed import PackedLane
 
         self.packed = PackedLane(self.native, self.executor, self.clock)
@@ -723,6 +725,17 @@ class LaneTransform:
 
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch: byte-identical to the native core alone."""
+        n = len(batch)
+        if n == 0:
+            return ParseResult(EncodedRows(), [])
+        if n < self.min_rows:  # below the device's fixed cost: the native core's alone
+            self.rows += n
+            with self.clock.stage("lane_small_native"):
+                return self.native.parse(batch)
+        return self.parse_on_device(batch)
+
+    def parse_on_device(self, batch: RawBatch) -> ParseResult:
+        """:meth:`parse` through the device passes whatever the batch's size."""
         n = len(batch)
         if n == 0:
             return ParseResult(EncodedRows(), [])

@@ -67,3 +67,47 @@ def test_the_warm_up_option_reaches_the_workers_only_when_set(tmp_path: Path) ->
         command = popen.call_args.args[0]
         given = command[command.index("--warm-up-records") + 1] if "--warm-up-records" in command else None
         assert given == expected
+
+
+def test_the_summary_gives_each_workers_cpu_and_the_run_weighs_them_by_records(tmp_path: Path) -> None:
+    from bench.e2e_worker import cpu_figures
+    from bench.machine import CpuWindow
+
+    lines = [
+        "summary: in=3000 typed=3000 dlq=0 batches=3 aborts=0 first_input_at=1.000 last_commit_at=2.000 "
+        "busy_rate=3000 rec/s backend=cpu busy_cpu=10.00 us/rec per_batch_ms: collect=1.0 parse=1.0 produce=1.0 "
+        "commit=1.0 wait=0.0",
+        "summary: in=1000 typed=1000 dlq=0 batches=1 aborts=0 first_input_at=1.000 last_commit_at=2.000 "
+        "busy_rate=1000 rec/s backend=cpu busy_cpu=30.00 us/rec per_batch_ms: collect=1.0 parse=1.0 produce=1.0 "
+        "commit=1.0 wait=0.0",
+    ]
+    for k, line in enumerate(lines):
+        (tmp_path / f"worker-{k}.log").write_text(line + "\n")
+    per_worker = summaries(tmp_path, 2)
+    assert [w["cpu_us_per_record"] for w in per_worker] == [10.0, 30.0]
+    window = CpuWindow()
+    window.process_seconds, window.busy_cores = 0.02, 3.5
+    assert cpu_figures(window, per_worker, 4000) == {
+        "host_busy_cores": 3.5, "broker_cpu_us_per_record": 5.0, "workers_cpu_us_per_record": 15.0,
+    }  # fmt: skip
+    assert cpu_figures(CpuWindow(), per_worker[:0], 4000)["broker_cpu_us_per_record"] is None
+
+
+def test_a_cpu_window_counts_a_process_and_the_host() -> None:
+    import os
+    import time
+
+    from bench.machine import CpuWindow
+
+    window = CpuWindow(os.getpid())
+    window.start()
+    until = time.process_time() + 0.2
+    while time.process_time() < until:
+        pass
+    window.stop()
+    assert window.process_seconds is not None and 0.15 <= window.process_seconds <= 5
+    assert window.busy_cores is not None and window.busy_cores > 0.5
+    gone = CpuWindow(2**22 + 7)  # no such process: no figure, no error
+    gone.start()
+    gone.stop()
+    assert gone.process_seconds is None

@@ -170,6 +170,17 @@ def test_synthetic_bodies_are_all_taken() -> None:
     assert taken == 3000
 
 
+def test_a_batch_below_the_device_minimum_is_the_native_cores_alone() -> None:
+    """``device_min_rows``: a small batch skips the device passes, a batch at the minimum takes them."""
+    lane = LaneTransform(replace(WIDE, device_min_rows=500), CpuExecutor)
+    small, at_minimum = synth.batch(synth.bodies(499)), synth.batch(synth.bodies(500))
+    assert _run(lane, NativeBackend(WIDE), small)[0] == 0
+    assert lane.rows == 499
+    assert _run(lane, NativeBackend(WIDE), at_minimum)[0] == 500
+    assert lane.parse_on_device(small).encoded.buf == NativeBackend(WIDE).parse(small).encoded.buf
+    assert lane.taken_rows == 999
+
+
 def _chat(content: str, **extra: Any) -> bytes:
     """A chat completion in the lane's subset whose first choice says ``content``."""
     message = {"role": "assistant", "content": content}

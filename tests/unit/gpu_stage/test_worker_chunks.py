@@ -24,11 +24,13 @@ class RecordingProducer:
 
     def __init__(self) -> None:
         self.keys: list[list[bytes | None]] = []
+        self.partitions: list[list[int] | None] = []
 
-    def produce_many(self, topic: str, values: Any, keys: Any, headers: Any) -> None:
+    def produce_many(self, topic: str, values: Any, keys: Any, headers: Any, partitions: Any = None) -> None:
         del topic, headers
         assert len(list(values)) == len(keys)
         self.keys.append(list(keys))
+        self.partitions.append(None if partitions is None else list(partitions))
 
 
 class ThreadNoting:
@@ -53,6 +55,7 @@ def _worker(chunk: int, on_bad: str = "dlq") -> tuple[Worker, ThreadNoting, Reco
     backend, producer = ThreadNoting(), RecordingProducer()
     worker.backend, worker.producer = backend, producer  # type: ignore[assignment]
     worker.typed_topic, worker._typed_headers = "typed", []
+    worker._co_partitioned = frozenset()
     worker._parser = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
     worker._steps = dict.fromkeys(STAGES, 0.0)
     return worker, backend, producer
@@ -102,6 +105,38 @@ def test_on_bad_fail_stops_before_enqueueing_the_chunk_with_the_bad_record() -> 
     worker._parser.shutdown()
     assert [len(keys) for keys in producer.keys] == [100, 100]  # the chunks before it, then it stopped
     assert len(backend.calls) <= 4
+
+
+def test_co_partitioned_rows_go_to_their_raw_records_partitions() -> None:
+    """Each typed row to the partition its raw record came from; by key (no partition) when not co-partitioned."""
+    batch = _batch(600, bad_at={7, 300})
+    batch = RawBatch(values=batch.values, keys=batch.keys, headers=batch.headers, topic=batch.topic,
+                     partitions=[i % 5 for i in range(600)], offsets=batch.offsets,
+                     timestamps_ms=batch.timestamps_ms)  # fmt: skip
+    worker, _, producer = _worker(chunk=250)
+    worker._parse_and_produce(batch)
+    worker._co_partitioned = frozenset({"typed"})
+    worker._parse_and_produce(batch)
+    worker._parser.shutdown()
+
+    assert producer.partitions[:3] == [None, None, None]
+    rows = [i for i in range(600) if i not in {7, 300}]
+    assert [p for chunk in producer.partitions[3:] for p in chunk or []] == [i % 5 for i in rows]
+    assert [k for chunk in producer.keys[3:] for k in chunk] == [f"k{i}".encode() for i in rows]
+
+
+def test_partition_by_and_gpu_min_batch_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpu_stage.settings import parse
+
+    assert parse([])[1].partition_by == "source"
+    assert parse(["--partition-by", "key"])[1].partition_by == "key"
+    assert parse([])[1].gpu_min_batch == 0
+    monkeypatch.setenv("GPU_STAGE_GPU_MIN_BATCH", "1500")
+    assert parse([])[1].gpu_min_batch == 1500
+    with pytest.raises(ConfigError, match="gpu-min-batch"):
+        parse(["--gpu-min-batch", "-1"])
+    with pytest.raises(SystemExit):
+        parse(["--partition-by", "random"])
 
 
 def test_kernel_cache_and_chunk_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:

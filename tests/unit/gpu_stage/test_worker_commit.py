@@ -66,12 +66,14 @@ class FakeProducer:
         self.journal.note("begin")
         self._keys, self._offset = [], None
 
-    def produce_many(self, topic: str, values: Any, keys: Any, headers: Any) -> None:
-        del topic, values, headers
+    def produce_many(self, topic: str, values: Any, keys: Any, headers: Any, partitions: Any = None) -> None:
+        del topic, values, headers, partitions
         self._keys += keys
 
-    def produce(self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None) -> None:
-        del topic, value, headers
+    def produce(
+        self, topic: str, value: bytes | None, key: bytes | None, headers: Any = None, partition: int = -1
+    ) -> None:
+        del topic, value, headers, partition
         self._keys.append(key or b"")
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
@@ -131,6 +133,10 @@ class ScriptedConsumer:
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(TOPIC, 0)]
+
+    def partition_count(self, topic: str) -> int | None:
+        del topic
+        return 1
 
     def positions(self) -> list[TopicPartition]:
         return [TopicPartition(TOPIC, 0, self.cursor)]
