@@ -16,7 +16,8 @@
 # OVERLAP_PAIRS (default 0) adds that many pairs of CPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), --commit-overlap off then on.
 # BROKER_WARM_UP (default 1): before the GPU runs, one GPU throughput run on the fresh broker, kept as
-# e2e-$host-gpu-cold.json (its JVM compiles the fetch and transaction paths during it); 0 skips it.
+# e2e-$host-gpu-cold.json (its JVM compiles the fetch and transaction paths during it), of
+# BROKER_WARM_UP_RECORDS records (default: RECORDS); 0 skips it.
 # PARTITION_PAIRS (default 0) adds that many pairs of GPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), the workers' --partition-by key then source; COMPRESSION_PAIRS (default 0) pairs of GPU
 # throughput runs, --compression lz4 then none.
@@ -91,7 +92,7 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
             --native-threads "$(share "${GPU_WORKERS:-8}")" --out "$out/$name.json" "$@"
     }
     if [ "${BROKER_WARM_UP:-1}" = 1 ]; then
-        gpu_run "e2e-$host-gpu-cold"
+        gpu_run "e2e-$host-gpu-cold" --records "${BROKER_WARM_UP_RECORDS:-$records}"
     fi
     gpu_run "e2e-$host-gpu"
     if [ "${PARTITION_PAIRS:-0}" -gt 0 ]; then
