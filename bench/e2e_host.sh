@@ -21,7 +21,7 @@
 # PARTITION_PAIRS (default 0) adds that many pairs of GPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), the workers' --partition-by key then source; COMPRESSION_PAIRS (default 0) pairs of GPU
 # throughput runs, --compression lz4 then none.
-# GPU_MIN_BATCH (default 0) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
+# GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
 # running at the end (a later call on the same host reuses it, warm).
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
 set -uo pipefail
@@ -102,7 +102,7 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
         gpu_run "e2e-compression-$host-gpu" --compare-compression "$COMPRESSION_PAIRS"
     fi
     min_batch=()
-    [ "${GPU_MIN_BATCH:-0}" -gt 0 ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")
+    [ -n "${GPU_MIN_BATCH:-}" ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")
     if [ "$rate" -gt 0 ]; then
         latency gpu "${GPU_WORKERS:-8}" "${min_batch[@]}"
     fi

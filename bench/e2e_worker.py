@@ -166,7 +166,7 @@ def start_workers(
             "--commit-overlap", args.commit_overlap, "--log-level", args.worker_log_level,
             "--compression", args.compression, "--partition-by", args.partition_by,
             *(["--native-threads", str(args.native_threads)] if args.native_threads else []),
-            *(["--gpu-min-batch", str(args.gpu_min_batch)] if args.gpu_min_batch else []),
+            *(["--gpu-min-batch", str(args.gpu_min_batch)] if args.gpu_min_batch >= 0 else []),
             *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
             *(["--warm-up-records", str(args.warm_up_records)] if args.warm_up_records >= 0 else []),
         ]  # fmt: skip
@@ -258,7 +258,8 @@ def common_result(
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
         "commit_overlap": args.commit_overlap, "compression": args.compression, "partition_by": args.partition_by,
-        "native_threads": args.native_threads or None, "gpu_min_batch": args.gpu_min_batch or None,
+        "native_threads": args.native_threads or None,
+        "gpu_min_batch": None if args.gpu_min_batch < 0 else args.gpu_min_batch,
         "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "exit_codes": codes, "per_worker": per_worker, "check": check,
@@ -301,8 +302,9 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--gpu-pool-bytes", type=int, default=4 << 30)
     p.add_argument("--native-threads", type=int, default=0,
                    help="each GPU worker's native-core threads (0: the worker's default, every usable core)")
-    p.add_argument("--gpu-min-batch", type=int, default=0,
-                   help="the GPU workers' --gpu-min-batch: smaller batches parse on the native core (0: none)")
+    p.add_argument("--gpu-min-batch", type=int, default=-1,
+                   help="the GPU workers' --gpu-min-batch: smaller batches parse on the native core "
+                   "(-1: the worker's default; 0: every batch on the device)")
     p.add_argument("--parse-chunk-records", type=int, default=10_000,
                    help="workers parse a batch in chunks of this many records while producing (0: no overlap)")
     p.add_argument("--commit-overlap", default="on", choices=["on", "off"],

@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             device_min_rows=settings.gpu_min_batch,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
+        if backend.name == "gpu" and settings.gpu_min_batch:
+            log.info("batches (parse chunks) under %d records parse on the native core (--gpu-min-batch)",
+                     settings.gpu_min_batch)
         tune_process()
         warm_up(backend, settings.warm_up_batch)
         metrics.BACKEND.labels(backend.name).set(1)

@@ -30,3 +30,9 @@ COMMIT_SECONDS = Histogram(
 ABORTS = Counter("gpu_stage_transaction_aborts_total", "Aborted transactions", ["cause"])
 LAG = Gauge("gpu_stage_consumer_lag", "Records left to read", ["topic", "partition"])
 BACKEND = Gauge("gpu_stage_backend_info", "Backend in use (value 1)", ["backend"])
+PARSED_ROWS = Counter(
+    "gpu_stage_parsed_rows_total",
+    "Rows parsed, by what parsed them: device (the GPU lane) and native (the native core: the rows the lane "
+    "leaves, and batches below --gpu-min-batch) for the gpu backend, else the backend's name",
+    ["engine"],
+)

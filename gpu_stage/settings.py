@@ -44,7 +44,7 @@ class WorkerSettings:
     gpu_pool_bytes: int = 2 << 30
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     native_threads: int | None = None
-    gpu_min_batch: int = 0
+    gpu_min_batch: int = 2_000
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
@@ -180,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--gpu-min-batch",
         "GPU_STAGE_GPU_MIN_BATCH",
-        default=0,
+        default=2_000,
         type=int,
         help="gpu backend: parse batches (or parse chunks) of fewer records on the native core instead, "
         "whose cost for a few hundred bodies is below a device pass's fixed cost (latency-bound, "

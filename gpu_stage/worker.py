@@ -456,11 +456,19 @@ class Worker:
         outcome.bad += result.bad
 
     def _timed_parse(self, batch: RawBatch) -> ParseResult:
+        stats = getattr(self.backend, "stats", None)  # the gpu backend's running rows per lane
+        native_before = stats.slow_rows if stats is not None else 0
         started = time.perf_counter()
         result = self.backend.parse(batch)
         seconds = time.perf_counter() - started
         self._steps["parse"] += seconds
         metrics.PARSE_SECONDS.observe(seconds)
+        if stats is None:
+            metrics.PARSED_ROWS.labels(self.backend.name).inc(len(batch))
+        else:
+            native = stats.slow_rows - native_before
+            metrics.PARSED_ROWS.labels("native").inc(native)
+            metrics.PARSED_ROWS.labels("device").inc(len(batch) - native)
         return result
 
     def _produce_typed(self, result: ParseResult, chunk: RawBatch) -> None:

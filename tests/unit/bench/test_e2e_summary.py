@@ -69,6 +69,28 @@ def test_the_warm_up_option_reaches_the_workers_only_when_set(tmp_path: Path) ->
         assert given == expected
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], {"--gpu-min-batch": None, "--compression": "lz4", "--partition-by": "source"}),
+        (["--gpu-min-batch", "0", "--compression", "none", "--partition-by", "key"],
+         {"--gpu-min-batch": "0", "--compression": "none", "--partition-by": "key"}),
+    ],
+)
+def test_the_run_options_reach_the_workers(tmp_path: Path, argv: list[str], expected: dict[str, str | None]) -> None:
+    import argparse
+    from unittest import mock
+
+    from bench import e2e_worker
+
+    p = argparse.ArgumentParser()
+    e2e_worker.add_run_options(p, records=10, batch_records=5, batch_wait_ms=1)
+    with mock.patch.object(e2e_worker.subprocess, "Popen") as popen:
+        e2e_worker.start_workers(p.parse_args(["--workers", "1", *argv]), "raw", "typed", "dlq", tmp_path)
+    command = popen.call_args.args[0]
+    assert {flag: command[command.index(flag) + 1] if flag in command else None for flag in expected} == expected
+
+
 def test_the_summary_gives_each_workers_cpu_and_the_run_weighs_them_by_records(tmp_path: Path) -> None:
     from bench.e2e_worker import cpu_figures
     from bench.machine import CpuWindow

@@ -125,12 +125,41 @@ def test_co_partitioned_rows_go_to_their_raw_records_partitions() -> None:
     assert [k for chunk in producer.keys[3:] for k in chunk] == [f"k{i}".encode() for i in rows]
 
 
+def test_parsed_rows_are_counted_by_what_parsed_them() -> None:
+    """The gpu backend's rows by lane (device, native), any other backend's under its name."""
+    from types import SimpleNamespace
+
+    from prometheus_client import REGISTRY
+
+    def count(engine: str) -> float:
+        return REGISTRY.get_sample_value("gpu_stage_parsed_rows_total", {"engine": engine}) or 0.0
+
+    worker, backend, _ = _worker(chunk=0)
+    before = {engine: count(engine) for engine in ("cpu", "device", "native")}
+    worker._timed_parse(_batch(300, bad_at=set()))
+    assert count("cpu") - before["cpu"] == 300
+
+    class Split:
+        name = "gpu"
+        stats = SimpleNamespace(slow_rows=0)
+
+        def parse(self, batch: RawBatch) -> ParseResult:
+            self.stats.slow_rows += 40  # the native core took 40 of the batch's rows
+            return backend.inner.parse(batch)
+
+    worker.backend = Split()  # type: ignore[assignment]
+    worker._timed_parse(_batch(250, bad_at=set()))
+    worker._parser.shutdown()
+    assert (count("device") - before["device"], count("native") - before["native"]) == (210, 40)
+
+
 def test_partition_by_and_gpu_min_batch_options(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_stage.settings import parse
 
     assert parse([])[1].partition_by == "source"
     assert parse(["--partition-by", "key"])[1].partition_by == "key"
-    assert parse([])[1].gpu_min_batch == 0
+    assert parse([])[1].gpu_min_batch == 2000
+    assert parse(["--gpu-min-batch", "0"])[1].gpu_min_batch == 0
     monkeypatch.setenv("GPU_STAGE_GPU_MIN_BATCH", "1500")
     assert parse([])[1].gpu_min_batch == 1500
     with pytest.raises(ConfigError, match="gpu-min-batch"):
