@@ -386,9 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_compression:
         return compare_compression(args)
     if args.compare_partition_by:
-        out = args.out or RESULTS / f"e2e-partition-by-{platform.node() or 'host'}-{args.backend}.json"
-        return paired_runs(args, _run_and_print, cost_ratios, out, "partition_by", PARTITION_BY_PAIR,
-                           args.compare_partition_by)  # fmt: skip
+        return compare_partition_by(args)
     if args.compare_commit_overlap:
         return compare_commit_overlap(args)
     if args.compare_txn_backoff:
@@ -440,6 +438,13 @@ def compare_compression(args: argparse.Namespace) -> int:
 
 PARTITION_BY_PAIR = ("key", "source")
 """``--compare-partition-by``'s ``--partition-by``: by key (the baseline), then the worker's default."""
+
+
+def compare_partition_by(args: argparse.Namespace) -> int:
+    """Pairs of runs, typed and dead-letter records by key then by their raw record's partition."""
+    out = args.out or RESULTS / f"e2e-partition-by-{platform.node() or 'host'}-{args.backend}.json"
+    return paired_runs(args, _run_and_print, cost_ratios, out, "partition_by", PARTITION_BY_PAIR,
+                       args.compare_partition_by)  # fmt: skip
 
 
 def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
