@@ -231,7 +231,8 @@ def parser() -> argparse.ArgumentParser:
         choices=["source", "key"],
         help="source: a typed or dead-letter record goes to its raw record's partition number wherever that "
         "topic has as many partitions as the raw topic (each transaction then touches only this worker's "
-        "partitions, so commits are cheaper and readers see them sooner), else by key; key: always by key",
+        "partitions: fewer transaction markers, and no waiting on other workers' open transactions), else by "
+        "key; key: always by key",
     )
     p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
     p.add_argument(

@@ -167,9 +167,16 @@ class Worker:
         )
 
     def _on_assign(self, parts: TopicPartitions) -> None:
-        """Check again which outputs are co-partitioned: partitions added to a topic start a rebalance."""
+        """Check again which outputs are co-partitioned: partitions added to a topic start a rebalance.
+
+        Runs inside the consume call; a broker that does not answer leaves the last decision in place
+        (a record sent to a partition its topic lacks then fails its transaction loudly).
+        """
         del parts
-        self._co_partitioned = self._outputs_co_partitioned()
+        try:
+            self._co_partitioned = self._outputs_co_partitioned()
+        except SourceError as exc:
+            log.warning("rebalance: partition counts unknown, output partitioning left as it was: %s", exc)
 
     def _outputs_co_partitioned(self) -> frozenset[str]:
         """The output topics whose records go to their raw record's partition number (``--partition-by source``).

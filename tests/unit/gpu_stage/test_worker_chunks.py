@@ -153,6 +153,35 @@ def test_parsed_rows_are_counted_by_what_parsed_them() -> None:
     assert (count("device") - before["device"], count("native") - before["native"]) == (210, 40)
 
 
+def test_a_rebalance_checks_the_partition_counts_again_and_keeps_them_when_unanswered() -> None:
+    from types import SimpleNamespace
+
+    from llmpipe.errors import SourceError
+
+    counts = {"raw": 4, "typed": 4, "dlq": 1}
+    worker, _, _ = _worker(chunk=0)
+    worker._parser.shutdown()
+    worker.settings = WorkerSettings(kafka=KafkaSettings(), raw_topic="raw", dlq_topic="dlq")
+    worker.consumer = SimpleNamespace(partition_count=counts.get)  # type: ignore[assignment]
+    worker._on_assign([])
+    assert worker._co_partitioned == {"typed"}
+    counts["raw"] = 6  # raw grew: its records now go by key
+    worker._on_assign([])
+    assert worker._co_partitioned == frozenset()
+
+    def unanswered(topic: str) -> int:
+        raise SourceError(topic)
+
+    counts["raw"], worker._co_partitioned = 4, frozenset({"typed"})
+    worker.consumer = SimpleNamespace(partition_count=unanswered)  # type: ignore[assignment]
+    worker._on_assign([])
+    assert worker._co_partitioned == {"typed"}
+    worker.settings = WorkerSettings(kafka=KafkaSettings(), partition_by="key")
+    worker.consumer = SimpleNamespace(partition_count=counts.get)  # type: ignore[assignment]
+    worker._on_assign([])
+    assert worker._co_partitioned == frozenset()
+
+
 def test_partition_by_and_gpu_min_batch_options(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpu_stage.settings import parse
 
