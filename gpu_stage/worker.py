@@ -153,6 +153,7 @@ class Worker:
         self.consumer = self._new_consumer()
         self.producer = self._new_producer()
         self._co_partitioned = self._outputs_co_partitioned()
+        self._partitioning_stale = False
 
     def _new_consumer(self) -> Consumer:
         s = self.settings
@@ -167,12 +168,21 @@ class Worker:
         )
 
     def _on_assign(self, parts: TopicPartitions) -> None:
-        """Check again which outputs are co-partitioned: partitions added to a topic start a rebalance.
+        """Have the partition counts checked again: partitions added to a topic start a rebalance.
 
-        Runs inside the consume call; a broker that does not answer leaves the last decision in place
-        (a record sent to a partition its topic lacks then fails its transaction loudly).
+        Runs inside the consume call, where no other call on the client may be made (confluent-kafka
+        aborts the process), so the check waits for :meth:`_recheck_partitioning`.
         """
         del parts
+        self._partitioning_stale = True
+
+    def _recheck_partitioning(self) -> None:
+        """After a rebalance, check which outputs are co-partitioned, before any record is produced.
+
+        A broker that does not answer leaves the last decision in place (a record sent to a partition
+        its topic lacks then fails its transaction loudly).
+        """
+        self._partitioning_stale = False
         try:
             self._co_partitioned = self._outputs_co_partitioned()
         except SourceError as exc:
@@ -302,6 +312,8 @@ class Worker:
                 self.totals.cpu_at_first_input = time.process_time()
             buffer = self._buffer  # a rebalance during consume may have replaced it
             buffer.extend(got)
+            if self._partitioning_stale:
+                self._recheck_partitioning()
         batch, self._buffer = self._buffer, Records()
         return self._owned(batch)
 

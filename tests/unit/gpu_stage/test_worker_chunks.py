@@ -153,7 +153,7 @@ def test_parsed_rows_are_counted_by_what_parsed_them() -> None:
     assert (count("device") - before["device"], count("native") - before["native"]) == (210, 40)
 
 
-def test_a_rebalance_checks_the_partition_counts_again_and_keeps_them_when_unanswered() -> None:
+def test_a_rebalance_has_the_partition_counts_checked_again_and_kept_when_unanswered() -> None:
     from types import SimpleNamespace
 
     from llmpipe.errors import SourceError
@@ -163,10 +163,12 @@ def test_a_rebalance_checks_the_partition_counts_again_and_keeps_them_when_unans
     worker._parser.shutdown()
     worker.settings = WorkerSettings(kafka=KafkaSettings(), raw_topic="raw", dlq_topic="dlq")
     worker.consumer = SimpleNamespace(partition_count=counts.get)  # type: ignore[assignment]
-    worker._on_assign([])
+    worker._on_assign([])  # inside consume: only noted
+    assert worker._partitioning_stale
+    worker._recheck_partitioning()
     assert worker._co_partitioned == {"typed"}
     counts["raw"] = 6  # raw grew: its records now go by key
-    worker._on_assign([])
+    worker._recheck_partitioning()
     assert worker._co_partitioned == frozenset()
 
     def unanswered(topic: str) -> int:
@@ -174,11 +176,11 @@ def test_a_rebalance_checks_the_partition_counts_again_and_keeps_them_when_unans
 
     counts["raw"], worker._co_partitioned = 4, frozenset({"typed"})
     worker.consumer = SimpleNamespace(partition_count=unanswered)  # type: ignore[assignment]
-    worker._on_assign([])
+    worker._recheck_partitioning()
     assert worker._co_partitioned == {"typed"}
     worker.settings = WorkerSettings(kafka=KafkaSettings(), partition_by="key")
     worker.consumer = SimpleNamespace(partition_count=counts.get)  # type: ignore[assignment]
-    worker._on_assign([])
+    worker._recheck_partitioning()
     assert worker._co_partitioned == frozenset()
 
 
