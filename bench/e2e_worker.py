@@ -383,10 +383,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of one run: ROUNDS pairs of runs, --partition-by key (the baseline) then source, "
                    "with the ratio of each pair's rates and CPU per record")
     args = p.parse_args(argv)
-    if args.compare_compression:
-        return compare_compression(args)
-    if args.compare_partition_by:
-        return compare_partition_by(args)
+    for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by)):
+        if rounds:
+            return compare_costs(args, option, rounds)
     if args.compare_commit_overlap:
         return compare_commit_overlap(args)
     if args.compare_txn_backoff:
@@ -425,26 +424,21 @@ def compare_txn_backoff(args: argparse.Namespace) -> int:
     )
 
 
-COMPRESSION_PAIR = ("lz4", "none")
-"""``--compare-compression``'s ``--compression``: the default (the baseline), then none."""
-
-
-def compare_compression(args: argparse.Namespace) -> int:
-    """Pairs of runs, the raw and typed records lz4-compressed then not; the ratios of rate and CPU."""
-    out = args.out or RESULTS / f"e2e-compression-{platform.node() or 'host'}-{args.backend}.json"
-    return paired_runs(args, _run_and_print, cost_ratios, out, "compression", COMPRESSION_PAIR,
-                       args.compare_compression)  # fmt: skip
-
-
 PARTITION_BY_PAIR = ("key", "source")
 """``--compare-partition-by``'s ``--partition-by``: by key (the baseline), then the worker's default."""
+COST_PAIRS = {"compression": ("lz4", "none"), "partition_by": PARTITION_BY_PAIR}
+"""Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
 
-def compare_partition_by(args: argparse.Namespace) -> int:
-    """Pairs of runs, typed and dead-letter records by key then by their raw record's partition."""
-    out = args.out or RESULTS / f"e2e-partition-by-{platform.node() or 'host'}-{args.backend}.json"
-    return paired_runs(args, _run_and_print, cost_ratios, out, "partition_by", PARTITION_BY_PAIR,
-                       args.compare_partition_by)  # fmt: skip
+def compare_costs(args: argparse.Namespace, option: str, rounds: int) -> int:
+    """``rounds`` pairs of runs with ``option`` at its two :data:`COST_PAIRS` values; the ratios of rate and CPU.
+
+    ``compression`` sets the raw and the typed records' compression, ``partition_by`` where the
+    workers write typed and dead-letter records.
+    """
+    name = option.replace("_", "-")
+    out = args.out or RESULTS / f"e2e-{name}-{platform.node() or 'host'}-{args.backend}.json"
+    return paired_runs(args, _run_and_print, cost_ratios, out, option, COST_PAIRS[option], rounds)
 
 
 def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:

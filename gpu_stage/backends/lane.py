@@ -726,9 +726,7 @@ class LaneTransform:
     def parse(self, batch: RawBatch) -> ParseResult:
         """Parse and encode one batch: byte-identical to the native core alone."""
         n = len(batch)
-        if n == 0:
-            return ParseResult(EncodedRows(), [])
-        if n < self.min_rows:  # below the device's fixed cost: the native core's alone
+        if 0 < n < self.min_rows:  # below the device's fixed cost: the native core's alone
             self.rows += n
             with self.clock.stage("lane_small_native"):
                 return self.native.parse(batch)
