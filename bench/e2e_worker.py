@@ -54,6 +54,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SUMMARY = re.compile(r"summary: in=(\d+) typed=(\d+) dlq=(\d+) batches=(\d+) aborts=(\d+) "
                      r"first_input_at=([\d.]+) last_commit_at=([\d.]+) busy_rate=(\d+)")
 BUSY_CPU = re.compile(r"busy_cpu=([\d.]+) us/rec")
+BY_THREAD = re.compile(r"cpu_us_per_record_by_thread: (.*)$", re.MULTILINE)
+THREAD_PREFIX = "thread_us:"
+"""Per-worker keys ``thread_us:<group>``: a thread group's CPU µs per record (``llmpipe.threads``)."""
 STEPS = re.compile(r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)")
 HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
@@ -232,6 +235,9 @@ def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
             worker.update(zip(steps, map(float, per_batch), strict=True))
         for cpu in BUSY_CPU.findall(text)[-1:]:
             worker["cpu_us_per_record"] = float(cpu)
+        for by_thread in BY_THREAD.findall(text)[-1:]:
+            pairs = (pair.split("=") for pair in by_thread.split() if "=" in pair)
+            worker.update((THREAD_PREFIX + name, float(us)) for name, us in pairs)
         out.append(worker)
     return out
 
@@ -280,7 +286,21 @@ def cpu_figures(cpu: CpuWindow, per_worker: list[dict[str, float]], records: int
         "host_busy_cores": cpu.busy_cores,
         "broker_cpu_us_per_record": None if broker_us is None else round(broker_us, 2),
         "workers_cpu_us_per_record": round(workers_us, 2) if with_cpu else None,
+        "workers_cpu_us_per_record_by_thread": by_thread(per_worker),
     }
+
+
+def by_thread(per_worker: list[dict[str, float]]) -> dict[str, float]:
+    """The workers' CPU µs per record of each thread group, weighted by their records, largest first.
+
+    Workers whose summary has no breakdown (or no records) are left out of the weighting.
+    """
+    with_threads = [w for w in per_worker if w["in"] > 0 and any(k.startswith(THREAD_PREFIX) for k in w)]
+    records = sum(w["in"] for w in with_threads)
+    groups = {key for w in with_threads for key in w if key.startswith(THREAD_PREFIX)}
+    spent = {key.removeprefix(THREAD_PREFIX): sum(w.get(key, 0.0) * w["in"] for w in with_threads) / max(records, 1)
+             for key in groups}  # fmt: skip
+    return {name: round(us, 2) for name, us in sorted(spent.items(), key=lambda item: -item[1])}
 
 
 def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: int, batch_wait_ms: int) -> None:
@@ -506,6 +526,10 @@ def _print_run(args: argparse.Namespace, result: dict[str, Any]) -> None:
           f"{result['records_per_s']:,.0f} records/s over the busy span ({result['busy_span_seconds']} s), "
           f"{result['records_per_s_wall']:,.0f}/s over the whole {result['wall_seconds']} s; "
           f"exactly once: {result['exactly_once']} {result['check']}")
+    threads = result.get("workers_cpu_us_per_record_by_thread")
+    if threads:
+        print(f"workers' CPU µs per record {result['workers_cpu_us_per_record']}, by thread: "
+              + " ".join(f"{name}={us}" for name, us in threads.items()))
 
 
 def _write(out: Path, result: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ from gpu_stage import metrics
 from gpu_stage.backends.base import Backend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
+from llmpipe import threads
 from llmpipe.dlq import BadRecord
 from llmpipe.errors import ParseError, SourceError
 from llmpipe.kafka_io import (
@@ -63,6 +64,10 @@ offsets, then ``commit_transaction``, which waits for delivery; on the committer
 the next batch's collection), and the loop's wait for the previous batch's commit once it had
 collected this one (the part of that commit the collection did not hide: with overlap, only a full
 batch waits; a batch below its limits stays open until the commit ends)."""
+
+
+THREAD_SAMPLE_S = 1.0
+"""Reading every thread's CPU time costs about 10 µs a thread: after a commit, once a second at most."""
 
 
 COMMIT_POLL_S = 0.002
@@ -112,6 +117,11 @@ class Totals:
     """Process CPU time (s) at the last commit; the difference is the busy span's CPU cost."""
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
     """Seconds per step of committed batches (see ``STAGES``): where a batch's latency goes."""
+    threads_at_first_input: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per thread group (``llmpipe.threads``) when the first input record arrived."""
+    threads_sampled: tuple[float, int, dict[str, float]] = (0.0, 0, {})
+    """The latest sample after a commit (monotonic time, records in, CPU seconds per thread group),
+    taken at most every ``THREAD_SAMPLE_S``: the busy span's CPU by thread without the idle tail."""
 
     def per_batch_ms(self) -> str:
         """Mean milliseconds per committed batch of each step, as ``name=ms`` pairs."""
@@ -129,6 +139,18 @@ class Totals:
         if self.first_input_at is None or self.last_commit_at is None or not self.records_in:
             return 0.0
         return (self.cpu_at_last_commit - self.cpu_at_first_input) * 1e6 / self.records_in
+
+    def sample_threads(self) -> None:
+        """Take the CPU-by-thread sample after a commit, unless one was taken less than ``THREAD_SAMPLE_S`` ago."""
+        now = time.monotonic()
+        if now - self.threads_sampled[0] >= THREAD_SAMPLE_S:
+            self.threads_sampled = (now, self.records_in, threads.cpu_by_group())
+
+    def busy_cpu_by_thread(self) -> str:
+        """CPU µs per input record of each thread group up to the last sample, as ``name=us`` pairs."""
+        _, records, sampled = self.threads_sampled
+        spent = threads.per_record_us(self.threads_at_first_input, sampled, records)
+        return " ".join(f"{name}={us:.2f}" for name, us in spent.items()) or "-"
 
 
 class Worker:
@@ -310,6 +332,7 @@ class Worker:
             if got and self.totals.first_input_at is None:
                 self.totals.first_input_at = time.time()
                 self.totals.cpu_at_first_input = time.process_time()
+                self.totals.threads_at_first_input = threads.cpu_by_group()
             buffer = self._buffer  # a rebalance during consume may have replaced it
             buffer.extend(got)
             if self._partitioning_stale:
@@ -541,6 +564,7 @@ class Worker:
             metrics.BAD_RECORDS.labels(stage, reason).inc(n)
         for name, seconds in batch.steps.items():
             t.stage_seconds[name] += seconds
+        t.sample_threads()
         metrics.BATCH_RECORDS.observe(len(records))
         metrics.BATCH_SECONDS.observe(committed_at - batch.started)
         if log.isEnabledFor(logging.DEBUG):  # per batch: where a slow one spent its time
@@ -569,7 +593,7 @@ class Worker:
         t = self.totals
         log.info(
             "summary: in=%d typed=%d dlq=%d batches=%d aborts=%d first_input_at=%.3f last_commit_at=%.3f "
-            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec per_batch_ms: %s",
+            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec per_batch_ms: %s cpu_us_per_record_by_thread: %s",
             t.records_in,
             t.typed,
             t.dead,
@@ -581,6 +605,7 @@ class Worker:
             self.backend.name,
             t.busy_cpu_us_per_record(),
             t.per_batch_ms(),
+            t.busy_cpu_by_thread(),
         )
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.e2e_worker import STEPS, SUMMARY, summaries
+from bench.e2e_worker import STEPS, SUMMARY, by_thread, summaries
 from gpu_stage.worker import Totals, Worker
 
 
@@ -16,6 +16,8 @@ def test_summary_line_parses(caplog: pytest.LogCaptureFixture, tmp_path: Path) -
     totals = Totals(records_in=1000, typed=990, dead=10, batches=4, aborts=1)
     totals.first_input_at, totals.last_commit_at = 1_700_000_000.25, 1_700_000_002.75
     totals.stage_seconds.update(collect=0.08, parse=0.01, produce=0.2, commit=1.0, wait=0.4)
+    totals.threads_at_first_input = {"main": 1.0, "rdk:broker": 0.5}
+    totals.threads_sampled = (5.0, 800, {"main": 1.004, "rdk:broker": 0.5016, "parse": 0.0008})
     caplog.set_level(logging.INFO, logger="gpu_stage.worker")
     Worker._summary(SimpleNamespace(totals=totals, backend=SimpleNamespace(name="cpu")))  # type: ignore[arg-type]
     line = caplog.records[-1].getMessage()
@@ -25,6 +27,18 @@ def test_summary_line_parses(caplog: pytest.LogCaptureFixture, tmp_path: Path) -
     parsed = summaries(tmp_path, 1)[0]
     steps = (parsed["collect_ms"], parsed["commit_ms"], parsed["wait_ms"])
     assert (parsed["batches"], *steps) == (4.0, 20.0, 250.0, 100.0)
+    # 4 ms of main-thread CPU over the 800 records of the sample is 5 µs a record; largest first.
+    assert line.endswith("cpu_us_per_record_by_thread: main=5.00 rdk:broker=2.00 parse=1.00")
+    assert (parsed["thread_us:main"], parsed["thread_us:parse"]) == (5.0, 1.0)
+
+
+def test_by_thread_weights_workers_by_their_records() -> None:
+    workers = [
+        {"in": 300.0, "thread_us:main": 6.0, "thread_us:parse": 1.0},
+        {"in": 100.0, "thread_us:main": 2.0},
+        {"in": 0.0, "thread_us:main": 50.0},
+    ]
+    assert by_thread(workers) == {"main": 5.0, "parse": 0.75}
 
 
 def test_busy_rate_needs_both_ends() -> None:
@@ -98,7 +112,7 @@ def test_the_summary_gives_each_workers_cpu_and_the_run_weighs_them_by_records(t
     lines = [
         "summary: in=3000 typed=3000 dlq=0 batches=3 aborts=0 first_input_at=1.000 last_commit_at=2.000 "
         "busy_rate=3000 rec/s backend=cpu busy_cpu=10.00 us/rec per_batch_ms: collect=1.0 parse=1.0 produce=1.0 "
-        "commit=1.0 wait=0.0",
+        "commit=1.0 wait=0.0 cpu_us_per_record_by_thread: main=8.00 rdk:broker=2.00",
         "summary: in=1000 typed=1000 dlq=0 batches=1 aborts=0 first_input_at=1.000 last_commit_at=2.000 "
         "busy_rate=1000 rec/s backend=cpu busy_cpu=30.00 us/rec per_batch_ms: collect=1.0 parse=1.0 produce=1.0 "
         "commit=1.0 wait=0.0",
@@ -111,6 +125,8 @@ def test_the_summary_gives_each_workers_cpu_and_the_run_weighs_them_by_records(t
     window.process_seconds, window.busy_cores = 0.02, 3.5
     assert cpu_figures(window, per_worker, 4000) == {
         "host_busy_cores": 3.5, "broker_cpu_us_per_record": 5.0, "workers_cpu_us_per_record": 15.0,
+        # the second worker's line has no breakdown: it is left out of the weighting
+        "workers_cpu_us_per_record_by_thread": {"main": 8.0, "rdk:broker": 2.0},
     }  # fmt: skip
     assert cpu_figures(CpuWindow(), per_worker[:0], 4000)["broker_cpu_us_per_record"] is None
 
