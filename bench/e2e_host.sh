@@ -20,7 +20,8 @@
 # BROKER_WARM_UP_RECORDS records (default: RECORDS); 0 skips it.
 # PARTITION_PAIRS (default 0) adds that many pairs of GPU runs (throughput, and latency when LATENCY_RATE is
 # not 0), the workers' --partition-by key then source; COMPRESSION_PAIRS (default 0) pairs of GPU
-# throughput runs, --compression lz4 then none.
+# throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
+# workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
 # GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
 # running at the end (a later call on the same host reuses it, warm).
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
@@ -100,6 +101,9 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     fi
     if [ "${COMPRESSION_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-compression-$host-gpu" --compare-compression "$COMPRESSION_PAIRS"
+    fi
+    if [ "${FETCH_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-fetch-backoff-$host-gpu" --compare-fetch-backoff "$FETCH_PAIRS"
     fi
     min_batch=()
     [ -n "${GPU_MIN_BATCH:-}" ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")

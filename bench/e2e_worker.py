@@ -35,6 +35,7 @@ from bench.machine import CpuWindow
 from gpu_stage import synth
 from llmpipe.kafka_io import (
     COMPRESSIONS,
+    FETCH_QUEUE_BACKOFF_MS,
     TXN_RETRY_BACKOFF_MS,
     KafkaSettings,
     TransactionalProducer,
@@ -171,6 +172,7 @@ def start_workers(
             *(["--native-threads", str(args.native_threads)] if args.native_threads else []),
             *(["--gpu-min-batch", str(args.gpu_min_batch)] if args.gpu_min_batch >= 0 else []),
             *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
+            *(["--fetch-backoff-ms", str(args.fetch_backoff_ms)] if args.fetch_backoff_ms >= 0 else []),
             *(["--warm-up-records", str(args.warm_up_records)] if args.warm_up_records >= 0 else []),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
@@ -267,6 +269,7 @@ def common_result(
         "native_threads": args.native_threads or None,
         "gpu_min_batch": None if args.gpu_min_batch < 0 else args.gpu_min_batch,
         "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
+        "fetch_backoff_ms": None if args.fetch_backoff_ms < 0 else args.fetch_backoff_ms,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
@@ -331,6 +334,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="workers collect the next batch while the previous one commits")
     p.add_argument("--txn-retry-backoff-ms", type=int, default=0,
                    help="the workers' --txn-retry-backoff-ms (0: the worker's default)")
+    p.add_argument("--fetch-backoff-ms", type=int, default=-1,
+                   help="the workers' --fetch-backoff-ms (-1: the worker's default)")
     p.add_argument("--warm-up-records", type=int, default=-1,
                    help="the workers' --warm-up-records (-1: the worker's default, one parse call's batch; 0: none)")
     p.add_argument("--compression", default="lz4", choices=COMPRESSIONS,
@@ -402,8 +407,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-partition-by", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, --partition-by key (the baseline) then source, "
                    "with the ratio of each pair's rates and CPU per record")
+    p.add_argument("--compare-fetch-backoff", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the workers' --fetch-backoff-ms at librdkafka's "
+                   "default 1000 (the baseline) then at the worker's default, with the ratio of each pair's rates "
+                   "and CPU per record")
     args = p.parse_args(argv)
-    for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by)):
+    for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by),
+                           ("fetch_backoff_ms", args.compare_fetch_backoff)):
         if rounds:
             return compare_costs(args, option, rounds)
     if args.compare_commit_overlap:
@@ -446,7 +456,9 @@ def compare_txn_backoff(args: argparse.Namespace) -> int:
 
 PARTITION_BY_PAIR = ("key", "source")
 """``--compare-partition-by``'s ``--partition-by``: by key (the baseline), then the worker's default."""
-COST_PAIRS = {"compression": ("lz4", "none"), "partition_by": PARTITION_BY_PAIR}
+FETCH_BACKOFF_PAIR = (1000, FETCH_QUEUE_BACKOFF_MS)
+"""``--compare-fetch-backoff``'s ``--fetch-backoff-ms``: librdkafka's default (the baseline), then the worker's."""
+COST_PAIRS = {"compression": ("lz4", "none"), "partition_by": PARTITION_BY_PAIR, "fetch_backoff_ms": FETCH_BACKOFF_PAIR}
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
 
@@ -454,9 +466,10 @@ def compare_costs(args: argparse.Namespace, option: str, rounds: int) -> int:
     """``rounds`` pairs of runs with ``option`` at its two :data:`COST_PAIRS` values; the ratios of rate and CPU.
 
     ``compression`` sets the raw and the typed records' compression, ``partition_by`` where the
-    workers write typed and dead-letter records.
+    workers write typed and dead-letter records, ``fetch_backoff_ms`` how long their consumers stop
+    fetching once their prefetch queue is full.
     """
-    name = option.replace("_", "-")
+    name = option.removesuffix("_ms").replace("_", "-")
     out = args.out or RESULTS / f"e2e-{name}-{platform.node() or 'host'}-{args.backend}.json"
     return paired_runs(args, _run_and_print, cost_ratios, out, option, COST_PAIRS[option], rounds)
 
@@ -466,7 +479,7 @@ def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
     keys = {"rate_ratio": "records_per_s", "workers_cpu_ratio": "workers_cpu_us_per_record",
             "broker_cpu_ratio": "broker_cpu_us_per_record"}  # fmt: skip
     ratios = {name: round(new[key] / base[key], 3) for name, key in keys.items() if new.get(key) and base.get(key)}
-    changed = [k for k in ("compression", "partition_by") if new.get(k) != base.get(k)]
+    changed = [k for k in COST_PAIRS if new.get(k) != base.get(k)]
     print(", ".join(f"{k} {new[k]} / {base[k]}" for k in changed) + f": {ratios}")
     return ratios
 

@@ -10,13 +10,15 @@ from typing import Literal
 
 from gpu_stage.backends.base import default_kernel_cache
 from llmpipe.errors import ConfigError
-from llmpipe.kafka_io import TXN_RETRY_BACKOFF_MS, KafkaSettings
+from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
 from llmpipe.runtime import logging_spec
 from llmpipe.settings import env_option
 
 BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
 BadPolicy = Literal["dlq", "fail"]
 PartitionBy = Literal["source", "key"]
+MAX_FETCH_BACKOFF_MS = 300_000
+"""librdkafka's upper bound for ``fetch.queue.backoff.ms``."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class WorkerSettings:
     progress_every_s: float = 10.0
     txn_deadline_s: float = 120.0
     txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
+    fetch_backoff_ms: int = FETCH_QUEUE_BACKOFF_MS
     partition_by: PartitionBy = "source"
 
     @property
@@ -225,6 +228,15 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         o,
+        "--fetch-backoff-ms",
+        "GPU_STAGE_FETCH_BACKOFF_MS",
+        default=FETCH_QUEUE_BACKOFF_MS,
+        type=int,
+        help="how long the consumer stops fetching once its prefetch queue is full (fetch.queue.backoff.ms; "
+        "librdkafka's default of 1000 left a worker reading a backlog waiting in most of each second)",
+    )
+    env_option(
+        o,
         "--partition-by",
         "GPU_STAGE_PARTITION_BY",
         default="source",
@@ -261,6 +273,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
     if args.txn_retry_backoff_ms < 1:
         msg = "--txn-retry-backoff-ms must be positive"
         raise ConfigError(msg)
+    if not 0 <= args.fetch_backoff_ms <= MAX_FETCH_BACKOFF_MS:
+        msg = f"--fetch-backoff-ms must be in [0, {MAX_FETCH_BACKOFF_MS}]"
+        raise ConfigError(msg)
     if args.gpu_min_batch < 0:
         msg = "--gpu-min-batch must be 0 or positive"
         raise ConfigError(msg)
@@ -294,6 +309,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         exit_when_idle_s=args.exit_when_idle,
         txn_deadline_s=args.txn_deadline,
         txn_retry_backoff_ms=args.txn_retry_backoff_ms,
+        fetch_backoff_ms=args.fetch_backoff_ms,
         partition_by=args.partition_by,
     )
 

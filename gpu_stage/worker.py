@@ -187,6 +187,7 @@ class Worker:
             config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20, "session.timeout.ms": 10_000},
             on_revoke=self._on_revoke,
             on_assign=self._on_assign,
+            fetch_backoff_ms=s.fetch_backoff_ms,
         )
 
     def _on_assign(self, parts: TopicPartitions) -> None:

@@ -86,9 +86,9 @@ def test_the_warm_up_option_reaches_the_workers_only_when_set(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([], {"--gpu-min-batch": None, "--compression": "lz4", "--partition-by": "source"}),
-        (["--gpu-min-batch", "0", "--compression", "none", "--partition-by", "key"],
-         {"--gpu-min-batch": "0", "--compression": "none", "--partition-by": "key"}),
+        ([], {"--gpu-min-batch": None, "--compression": "lz4", "--partition-by": "source", "--fetch-backoff-ms": None}),
+        (["--gpu-min-batch", "0", "--compression", "none", "--partition-by", "key", "--fetch-backoff-ms", "0"],
+         {"--gpu-min-batch": "0", "--compression": "none", "--partition-by": "key", "--fetch-backoff-ms": "0"}),
     ],
 )
 def test_the_run_options_reach_the_workers(tmp_path: Path, argv: list[str], expected: dict[str, str | None]) -> None:
@@ -149,3 +149,13 @@ def test_a_cpu_window_counts_a_process_and_the_host() -> None:
     gone.start()
     gone.stop()
     assert gone.process_seconds is None
+
+
+def test_a_fetch_backoff_pair_names_the_setting_it_changed(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench.e2e_worker import COST_PAIRS, cost_ratios
+
+    assert COST_PAIRS["fetch_backoff_ms"] == (1000, 10)
+    base = {"fetch_backoff_ms": 1000, "records_per_s": 800.0, "workers_cpu_us_per_record": 12.0}
+    new = {"fetch_backoff_ms": 10, "records_per_s": 1000.0, "workers_cpu_us_per_record": 12.0}
+    assert cost_ratios(base, new) == {"rate_ratio": 1.25, "workers_cpu_ratio": 1.0}
+    assert capsys.readouterr().out.startswith("fetch_backoff_ms 10 / 1000: ")

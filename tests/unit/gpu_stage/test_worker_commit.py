@@ -351,17 +351,29 @@ def test_at_debug_each_committed_batch_logs_its_records_and_steps(caplog: pytest
     assert all("collect=" in line and "commit=" in line for line in lines)
 
 
-def test_the_txn_retry_backoff_option_reaches_the_producer(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("option", "default", "client", "make", "bad"),
+    [
+        ("txn_retry_backoff_ms", 20, "TransactionalProducer", "_new_producer", "0"),
+        ("fetch_backoff_ms", 10, "Consumer", "_new_consumer", "-1"),
+    ],
+)
+def test_a_backoff_option_reaches_its_kafka_client(
+    monkeypatch: pytest.MonkeyPatch, option: str, default: int, client: str, make: str, bad: str
+) -> None:
+    """The option's default, its env var, and the value the worker's client is made with."""
     from gpu_stage import worker as worker_module
     from gpu_stage.settings import parse
 
-    assert parse([])[1].txn_retry_backoff_ms == 20
-    monkeypatch.setenv("GPU_STAGE_TXN_RETRY_BACKOFF_MS", "7")
+    assert getattr(parse([])[1], option) == default
+    monkeypatch.setenv(f"GPU_STAGE_{option.upper()}", "7")
     settings = parse([])[1]
-    assert settings.txn_retry_backoff_ms == 7
+    assert getattr(settings, option) == 7
     made: list[dict[str, Any]] = []
-    monkeypatch.setattr(worker_module, "TransactionalProducer", lambda *args, **kwargs: made.append(kwargs))
-    Worker._new_producer(types.SimpleNamespace(settings=settings))  # type: ignore[arg-type]
-    assert made[0]["retry_backoff_ms"] == 7
-    with pytest.raises(ConfigError, match="txn-retry-backoff-ms"):
-        parse(["--txn-retry-backoff-ms", "0"])
+    monkeypatch.setattr(worker_module, client, lambda *args, **kwargs: made.append(kwargs))
+    getattr(Worker, make)(types.SimpleNamespace(settings=settings, _on_revoke=None, _on_assign=None))
+    kwarg = "retry_backoff_ms" if client == "TransactionalProducer" else option
+    assert made[0][kwarg] == 7
+    flag = "--" + option.replace("_", "-")
+    with pytest.raises(ConfigError, match=flag.removeprefix("--")):
+        parse([flag, bad])
