@@ -58,7 +58,10 @@ BUSY_CPU = re.compile(r"busy_cpu=([\d.]+) us/rec")
 BY_THREAD = re.compile(r"cpu_us_per_record_by_thread: (.*)$", re.MULTILINE)
 THREAD_PREFIX = "thread_us:"
 """Per-worker keys ``thread_us:<group>``: a thread group's CPU µs per record (``llmpipe.threads``)."""
-STEPS = re.compile(r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)")
+STEPS = re.compile(
+    r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)"
+    r"(?: starved=([\d.]+))?"
+)
 HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
 # The load's transaction stays open while the workers start (the broker allows up to an hour).
@@ -224,7 +227,7 @@ def wait_workers(procs: list[Any]) -> list[int]:
 def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
     """Each worker's closing summary line, parsed (with its mean milliseconds per batch step)."""
     keys = ("in", "typed", "dlq", "batches", "aborts", "first_input_at", "last_commit_at", "busy_rate")
-    steps = ("collect_ms", "parse_ms", "produce_ms", "commit_ms", "wait_ms")
+    steps = ("collect_ms", "parse_ms", "produce_ms", "commit_ms", "wait_ms", "starved_ms")
     out = []
     for k in range(workers):
         text = (logs / f"worker-{k}.log").read_text(errors="replace")
@@ -233,8 +236,8 @@ def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
             msg = f"worker {k} wrote no summary line; see {logs / f'worker-{k}.log'}"
             raise SystemExit(msg)
         worker = dict(zip(keys, map(float, found[-1]), strict=True))
-        for per_batch in STEPS.findall(text)[-1:]:
-            worker.update(zip(steps, map(float, per_batch), strict=True))
+        for per_batch in STEPS.findall(text)[-1:]:  # a worker before ``starved`` leaves it out
+            worker.update((step, float(ms)) for step, ms in zip(steps, per_batch, strict=True) if ms)
         for cpu in BUSY_CPU.findall(text)[-1:]:
             worker["cpu_us_per_record"] = float(cpu)
         for by_thread in BY_THREAD.findall(text)[-1:]:

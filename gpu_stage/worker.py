@@ -57,13 +57,16 @@ MAX_MESSAGE_BYTES = 64 << 20
 the typed and DLQ topics are created with the same ``max.message.bytes``."""
 
 
-STAGES = ("collect", "parse", "produce", "commit", "wait")
+STAGES = ("collect", "parse", "produce", "commit", "wait", "starved")
 """A batch's steps: waiting for its records, parse and encode (the parse thread's busy time, which
 overlaps the enqueueing of earlier chunks), enqueueing the output, the transaction's commit (consumer
 offsets, then ``commit_transaction``, which waits for delivery; on the committer thread, overlapping
 the next batch's collection), and the loop's wait for the previous batch's commit once it had
 collected this one (the part of that commit the collection did not hide: with overlap, only a full
-batch waits; a batch below its limits stays open until the commit ends)."""
+batch waits; a batch below its limits stays open until the commit ends). ``starved`` is the part of
+``collect`` spent in consume calls that came back with fewer records than asked for, that is waiting
+for fetched records; the rest of ``collect`` is taking records from librdkafka's queue (and waiting
+for the GIL meanwhile)."""
 
 
 THREAD_SAMPLE_S = 1.0
@@ -165,6 +168,8 @@ class Worker:
         self._steps = dict.fromkeys(STAGES, 0.0)
         """The current batch's seconds per step, added to the totals once it is committed."""
         self._collect_s = 0.0
+        self._starved_s = 0.0
+        """Of the last collection, the seconds its consume calls waited for records (``STAGES``)."""
         self._parser = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
         """Parses chunk k+1 of a batch while the loop enqueues chunk k's rows."""
         self._committer = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit")
@@ -323,13 +328,18 @@ class Worker:
         s = self.settings
         deadline = time.monotonic() + s.batch_wait_ms / 1000
         buffer = self._buffer
+        self._starved_s = 0.0
         while len(buffer) < s.batch_records and buffer.nbytes < s.batch_bytes and not self.stopping:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 if not self._committing():
                     break
                 remaining = COMMIT_POLL_S
-            got = self.consumer.consume_records(min(10_000, s.batch_records - len(buffer)), remaining)
+            asked = min(10_000, s.batch_records - len(buffer))
+            called = time.perf_counter()
+            got = self.consumer.consume_records(asked, remaining)
+            if len(got) < asked:  # it waited out its timeout (or a rebalance cut it short)
+                self._starved_s += time.perf_counter() - called
             if got and self.totals.first_input_at is None:
                 self.totals.first_input_at = time.time()
                 self.totals.cpu_at_first_input = time.process_time()
@@ -362,6 +372,7 @@ class Worker:
         started = time.time()
         self._steps = dict.fromkeys(STAGES, 0.0)
         self._steps["collect"] = self._collect_s
+        self._steps["starved"] = self._starved_s
         self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started))
         if self._in_flight is not None and not self.settings.commit_overlap:
             self._settle()

@@ -15,18 +15,22 @@ from gpu_stage.worker import Totals, Worker
 def test_summary_line_parses(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     totals = Totals(records_in=1000, typed=990, dead=10, batches=4, aborts=1)
     totals.first_input_at, totals.last_commit_at = 1_700_000_000.25, 1_700_000_002.75
-    totals.stage_seconds.update(collect=0.08, parse=0.01, produce=0.2, commit=1.0, wait=0.4)
+    totals.stage_seconds.update(collect=0.08, parse=0.01, produce=0.2, commit=1.0, wait=0.4, starved=0.06)
     totals.threads_at_first_input = {"main": 1.0, "rdk:broker": 0.5}
     totals.threads_sampled = (5.0, 800, {"main": 1.004, "rdk:broker": 0.5016, "parse": 0.0008})
     caplog.set_level(logging.INFO, logger="gpu_stage.worker")
     Worker._summary(SimpleNamespace(totals=totals, backend=SimpleNamespace(name="cpu")))  # type: ignore[arg-type]
     line = caplog.records[-1].getMessage()
     assert SUMMARY.findall(line) == [("1000", "990", "10", "4", "1", "1700000000.250", "1700000002.750", "400")]
-    assert STEPS.findall(line) == [("20.0", "2.5", "50.0", "250.0", "100.0")]
+    assert STEPS.findall(line) == [("20.0", "2.5", "50.0", "250.0", "100.0", "15.0")]
     (tmp_path / "worker-0.log").write_text("started\n" + line + "\n")
     parsed = summaries(tmp_path, 1)[0]
-    steps = (parsed["collect_ms"], parsed["commit_ms"], parsed["wait_ms"])
-    assert (parsed["batches"], *steps) == (4.0, 20.0, 250.0, 100.0)
+    steps = (parsed["collect_ms"], parsed["commit_ms"], parsed["wait_ms"], parsed["starved_ms"])
+    assert (parsed["batches"], *steps) == (4.0, 20.0, 250.0, 100.0, 15.0)
+    # A worker from before ``starved`` was a step: the other steps still parse.
+    (tmp_path / "worker-0.log").write_text(line.replace(" starved=15.0", "") + "\n")
+    older = summaries(tmp_path, 1)[0]
+    assert older["wait_ms"] == 100.0 and "starved_ms" not in older
     # 4 ms of main-thread CPU over the 800 records of the sample is 5 µs a record; largest first.
     assert line.endswith("cpu_us_per_record_by_thread: main=5.00 rdk:broker=2.00 parse=1.00")
     assert (parsed["thread_us:main"], parsed["thread_us:parse"]) == (5.0, 1.0)

@@ -377,3 +377,14 @@ def test_a_backoff_option_reaches_its_kafka_client(
     flag = "--" + option.replace("_", "-")
     with pytest.raises(ConfigError, match=flag.removeprefix("--")):
         parse([flag, bad])
+
+
+def test_starved_counts_the_consume_calls_that_came_back_short() -> None:
+    """Batches of 200 from calls of 50 that each take 10 ms: three short calls a batch, then a full one."""
+    worker, _, log, records = _run(overlap=False, per_call=50, call_s=0.01)
+    steps, batches = worker.totals.stage_seconds, worker.totals.batches
+    assert batches == 5
+    assert 3 * 0.01 <= steps["starved"] / batches < steps["collect"] / batches
+    _assert_each_key_once(log, records)
+    full, _, _, _ = _run(overlap=False, per_call=200, call_s=0.01)
+    assert full.totals.stage_seconds["starved"] == 0.0 and full.totals.stage_seconds["collect"] >= 5 * 0.01
