@@ -21,6 +21,7 @@ import logging
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -62,6 +63,8 @@ STEPS = re.compile(
     r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)"
     r"(?: starved=([\d.]+))?"
 )
+STEP_KEYS = ("collect_ms", "parse_ms", "produce_ms", "commit_ms", "wait_ms", "starved_ms")
+"""Per-worker keys of the mean milliseconds per batch step, in the order of ``STEPS``'s groups."""
 HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
 # The load's transaction stays open while the workers start (the broker allows up to an hour).
@@ -227,7 +230,7 @@ def wait_workers(procs: list[Any]) -> list[int]:
 def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
     """Each worker's closing summary line, parsed (with its mean milliseconds per batch step)."""
     keys = ("in", "typed", "dlq", "batches", "aborts", "first_input_at", "last_commit_at", "busy_rate")
-    steps = ("collect_ms", "parse_ms", "produce_ms", "commit_ms", "wait_ms", "starved_ms")
+    steps = STEP_KEYS
     out = []
     for k in range(workers):
         text = (logs / f"worker-{k}.log").read_text(errors="replace")
@@ -546,6 +549,18 @@ def _print_run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     if threads:
         print(f"workers' CPU µs per record {result['workers_cpu_us_per_record']}, by thread: "
               + " ".join(f"{name}={us}" for name, us in threads.items()))
+    steps = mean_steps(result.get("per_worker", []))
+    if steps:
+        print("ms per batch, the workers' mean: " + " ".join(f"{name}={ms}" for name, ms in steps.items()))
+
+
+def mean_steps(per_worker: list[dict[str, float]]) -> dict[str, float]:
+    """Each batch step's milliseconds (``collect_ms`` …) averaged over the workers that report it."""
+    names = [key for key in STEP_KEYS if any(key in worker for worker in per_worker)]
+    return {
+        name.removesuffix("_ms"): round(statistics.fmean(w[name] for w in per_worker if name in w), 1)
+        for name in names
+    }
 
 
 def _write(out: Path, result: dict[str, Any]) -> None:

@@ -163,3 +163,11 @@ def test_a_fetch_backoff_pair_names_the_setting_it_changed(capsys: pytest.Captur
     new = {"fetch_backoff_ms": 10, "records_per_s": 1000.0, "workers_cpu_us_per_record": 12.0}
     assert cost_ratios(base, new) == {"rate_ratio": 1.25, "workers_cpu_ratio": 1.0}
     assert capsys.readouterr().out.startswith("fetch_backoff_ms 10 / 1000: ")
+
+
+def test_the_step_means_skip_workers_without_a_step() -> None:
+    from bench.e2e_worker import mean_steps
+
+    per_worker = [{"collect_ms": 100.0, "starved_ms": 10.0, "in": 5.0}, {"collect_ms": 130.0}]
+    assert mean_steps(per_worker) == {"collect": 115.0, "starved": 10.0}
+    assert mean_steps([]) == {}
