@@ -230,7 +230,6 @@ def wait_workers(procs: list[Any]) -> list[int]:
 def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
     """Each worker's closing summary line, parsed (with its mean milliseconds per batch step)."""
     keys = ("in", "typed", "dlq", "batches", "aborts", "first_input_at", "last_commit_at", "busy_rate")
-    steps = STEP_KEYS
     out = []
     for k in range(workers):
         text = (logs / f"worker-{k}.log").read_text(errors="replace")
@@ -240,7 +239,7 @@ def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
             raise SystemExit(msg)
         worker = dict(zip(keys, map(float, found[-1]), strict=True))
         for per_batch in STEPS.findall(text)[-1:]:  # a worker before ``starved`` leaves it out
-            worker.update((step, float(ms)) for step, ms in zip(steps, per_batch, strict=True) if ms)
+            worker.update((step, float(ms)) for step, ms in zip(STEP_KEYS, per_batch, strict=True) if ms)
         for cpu in BUSY_CPU.findall(text)[-1:]:
             worker["cpu_us_per_record"] = float(cpu)
         for by_thread in BY_THREAD.findall(text)[-1:]:

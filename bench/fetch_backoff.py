@@ -19,13 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.e2e_worker import load_raw
-from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, Consumer, KafkaSettings, delete_topics
-
-DEFAULT_BACKOFFS = (1000, FETCH_QUEUE_BACKOFF_MS)
-"""librdkafka's default (the baseline), then the consumers' default here."""
-CONSUME_MAX = 10_000
-"""Records one consume call may return (the worker's most per call)."""
+from bench.e2e_worker import FETCH_BACKOFF_PAIR, load_raw
+from gpu_stage.worker import CONSUME_MAX_RECORDS
+from llmpipe.kafka_io import Consumer, KafkaSettings, delete_topics
 
 
 def read_rate(kafka: KafkaSettings, topic: str, records: int, backoff_ms: int, timeout_s: float) -> float:
@@ -38,7 +34,7 @@ def read_rate(kafka: KafkaSettings, topic: str, records: int, backoff_ms: int, t
             if time.monotonic() > deadline:
                 msg = f"read {got} of {records} records in {timeout_s:.0f}s"
                 raise TimeoutError(msg)
-            n = len(consumer.consume_records(CONSUME_MAX, 1.0))
+            n = len(consumer.consume_records(CONSUME_MAX_RECORDS, 1.0))
             if n and not started:
                 started, first = time.perf_counter(), n
             got += n
@@ -53,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bootstrap", default="127.0.0.1:19092")
     p.add_argument("--records", type=int, default=400_000)
     p.add_argument("--partitions", type=int, default=2, help="the partitions one of 12 workers owns of 24")
-    p.add_argument("--backoffs", default=",".join(map(str, DEFAULT_BACKOFFS)), help="ms, comma-separated")
+    p.add_argument("--backoffs", default=",".join(map(str, FETCH_BACKOFF_PAIR)), help="ms, comma-separated")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--timeout-s", type=float, default=300.0)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    if args.records <= CONSUME_MAX:
-        p.error(f"--records must exceed {CONSUME_MAX:,}: the rate counts the records after the first consume call")
+    if args.records <= CONSUME_MAX_RECORDS:
+        p.error(f"--records must exceed {CONSUME_MAX_RECORDS:,}: the rate counts the records after the first call")
     kafka = KafkaSettings(bootstrap=args.bootstrap)
     backoffs = [int(v) for v in args.backoffs.split(",")]
     topic = f"bench.fetch-backoff.{uuid.uuid4().hex[:8]}"

@@ -69,6 +69,10 @@ for fetched records; the rest of ``collect`` is taking records from librdkafka's
 for the GIL meanwhile)."""
 
 
+CONSUME_MAX_RECORDS = 10_000
+"""The most records one consume call of the collect loop asks for."""
+
+
 THREAD_SAMPLE_S = 1.0
 """Reading every thread's CPU time costs about 10 µs a thread: after a commit, once a second at most."""
 
@@ -335,7 +339,7 @@ class Worker:
                 if not self._committing():
                     break
                 remaining = COMMIT_POLL_S
-            asked = min(10_000, s.batch_records - len(buffer))
+            asked = min(CONSUME_MAX_RECORDS, s.batch_records - len(buffer))
             called = time.perf_counter()
             got = self.consumer.consume_records(asked, remaining)
             if len(got) < asked:  # it waited out its timeout (or a rebalance cut it short)
