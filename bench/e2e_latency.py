@@ -171,6 +171,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settle_s": args.settle_s,
         "latency_ms_after_settle": percentiles(latencies[due_s >= args.settle_s]),
         "latency_ms_by_second": by_second(latencies, due_s),
+        # which part the first seconds' tail is in: up to the worker's produce, or its commit and the read
+        "due_to_produced_ms_by_second": by_second(to_produce, due_s),
+        "produced_to_visible_ms_by_second": by_second(latencies - to_produce, due_s),
         **cpu_figures(cpu, per_worker, args.records),
     }  # fmt: skip
 
@@ -235,6 +238,10 @@ def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
           f"{result['produced_to_visible_ms']}); received {result['received']:,}; "
           f"producer worst lag {result['producer_worst_lag_ms']} ms; "
           f"exactly once: {result['exactly_once']}")
+    parts = ("latency_ms_by_second", "due_to_produced_ms_by_second", "produced_to_visible_ms_by_second")
+    seconds = zip(*(result[part] for part in parts), strict=True)
+    print("P99 ms by second, whole / due -> produced / produced -> visible: "
+          + ", ".join(f"{w['second']}: {w['p99']}/{d['p99']}/{v['p99']}" for w, d, v in seconds))  # fmt: skip
     return result
 
 

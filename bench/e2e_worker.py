@@ -53,6 +53,8 @@ from llmpipe.runtime import configure_logging
 log = logging.getLogger("bench.e2e_worker")
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PROFILE_FILE = "worker-0.speedscope.json"
+"""Where ``--profile-worker`` writes worker 0's samples, in its run's log folder."""
 SUMMARY = re.compile(r"summary: in=(\d+) typed=(\d+) dlq=(\d+) batches=(\d+) aborts=(\d+) "
                      r"first_input_at=([\d.]+) last_commit_at=([\d.]+) busy_rate=(\d+)")
 BUSY_CPU = re.compile(r"busy_cpu=([\d.]+) us/rec")
@@ -180,6 +182,7 @@ def start_workers(
             *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
             *(["--fetch-backoff-ms", str(args.fetch_backoff_ms)] if args.fetch_backoff_ms >= 0 else []),
             *(["--warm-up-records", str(args.warm_up_records)] if args.warm_up_records >= 0 else []),
+            *(arg for pair in args.consumer_config.split() for arg in ("--consumer-config", pair)),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
@@ -217,6 +220,21 @@ def stop_workers(procs: list[Any]) -> None:
         if proc.poll() is None:
             proc.terminate()
     wait_workers(procs)
+
+
+def profile_worker(args: argparse.Namespace, procs: list[Any], logs: Path) -> subprocess.Popen[bytes] | None:
+    """With ``--profile-worker``: py-spy sampling worker 0 from now (the group has joined) until it exits.
+
+    Sampled without pausing the worker (``--nonblocking``), wall-clock (``--idle``), per thread. It
+    attaches to a running process, which takes ptrace permission; where that is refused, py-spy says
+    so in its log and the run goes on unprofiled.
+    """
+    if not args.profile_worker:
+        return None
+    command = [args.profile_worker, "record", "--pid", str(procs[0][0].pid), "--nonblocking", "--idle",
+               "--threads", "--rate", "100", "--format", "speedscope", "-o", str(logs / PROFILE_FILE)]  # fmt: skip
+    with open(logs / "py-spy.log", "wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
 
 
 def wait_workers(procs: list[Any]) -> list[int]:
@@ -276,6 +294,7 @@ def common_result(
         "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
         "fetch_backoff_ms": None if args.fetch_backoff_ms < 0 else args.fetch_backoff_ms,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
+        "consumer_config": args.consumer_config,
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
@@ -343,6 +362,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="the workers' --fetch-backoff-ms (-1: the worker's default)")
     p.add_argument("--warm-up-records", type=int, default=-1,
                    help="the workers' --warm-up-records (-1: the worker's default, one parse call's batch; 0: none)")
+    p.add_argument("--consumer-config", default="", metavar="'KEY=VALUE …'",
+                   help="librdkafka consumer properties for the workers (their --consumer-config), split by spaces")
     p.add_argument("--compression", default="lz4", choices=COMPRESSIONS,
                    help="compression of the raw records the run writes and of the workers' typed records")
     p.add_argument("--partition-by", default="source", choices=["source", "key"],
@@ -353,6 +374,10 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--worker-log-level", default="INFO", help="the workers' --log-level (DEBUG: one line per batch)")
     p.add_argument("--keep-topics", action="store_true")
+    p.add_argument("--profile-worker", default="", metavar="PY_SPY",
+                   help=f"sample worker 0 with this py-spy executable from the moment the group has joined: its "
+                   f"threads' wall-clock samples go to its log folder's {PROFILE_FILE} "
+                   "(summarise with python -m bench.profile_summary)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -370,11 +395,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             stop_workers(procs)
             raise
         log.info("%d workers in group %s after %.1fs: committing the load", args.workers, group, joined_s)
+        profiler = profile_worker(args, procs, topics.logs)
         cpu = CpuWindow(args.broker_pid or None)
         cpu.start()
         load.commit()
         started = time.time()
         codes = finish_workers(kafka, group, topics.raw, procs, args.finish_timeout_s, end_marker=True)
+        if profiler is not None:  # it writes its file once worker 0 has exited
+            log.info("py-spy exited %s: %s", profiler.wait(timeout=120), topics.logs / PROFILE_FILE)
         wall = time.time() - started
         cpu.stop()
         per_worker = summaries(topics.logs, args.workers)
@@ -416,7 +444,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of one run: ROUNDS pairs of runs, the workers' --fetch-backoff-ms at librdkafka's "
                    "default 1000 (the baseline) then at the worker's default, with the ratio of each pair's rates "
                    "and CPU per record")
+    p.add_argument("--compare-consumer-config", default="", metavar="'KEY=VALUE …'",
+                   help="instead of one run: --rounds pairs of runs, the workers' consumers as they are (the "
+                   "baseline) then with these properties, with the ratio of each pair's rates and CPU per record")
+    p.add_argument("--rounds", type=int, default=1, help="pairs of runs of --compare-consumer-config")
     args = p.parse_args(argv)
+    if args.compare_consumer_config:
+        out = args.out or RESULTS / f"e2e-consumer-config-{platform.node() or 'host'}-{args.backend}.json"
+        pair = (args.consumer_config, f"{args.consumer_config} {args.compare_consumer_config}".strip())
+        return paired_runs(args, _run_and_print, cost_ratios, out, "consumer_config", pair, args.rounds)
     for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by),
                            ("fetch_backoff_ms", args.compare_fetch_backoff)):
         if rounds:
@@ -484,7 +520,7 @@ def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
     keys = {"rate_ratio": "records_per_s", "workers_cpu_ratio": "workers_cpu_us_per_record",
             "broker_cpu_ratio": "broker_cpu_us_per_record"}  # fmt: skip
     ratios = {name: round(new[key] / base[key], 3) for name, key in keys.items() if new.get(key) and base.get(key)}
-    changed = [k for k in COST_PAIRS if new.get(k) != base.get(k)]
+    changed = [k for k in (*COST_PAIRS, "consumer_config") if new.get(k) != base.get(k)]
     print(", ".join(f"{k} {new[k]} / {base[k]}" for k in changed) + f": {ratios}")
     return ratios
 

@@ -12,13 +12,19 @@ from gpu_stage.backends.base import default_kernel_cache
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
 from llmpipe.runtime import logging_spec
-from llmpipe.settings import env_option
+from llmpipe.settings import ClientConfig, client_config, client_config_option, env_option
 
 BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
 BadPolicy = Literal["dlq", "fail"]
 PartitionBy = Literal["source", "key"]
 MAX_FETCH_BACKOFF_MS = 300_000
 """librdkafka's upper bound for ``fetch.queue.backoff.ms``."""
+REFUSED_CONSUMER_KEYS = frozenset({
+    "bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "isolation.level",
+})  # fmt: skip
+"""Consumer properties ``--consumer-config`` refuses: offsets move only with the transaction, reads are committed."""
+REFUSED_PRODUCER_KEYS = frozenset({"bootstrap.servers", "transactional.id", "enable.idempotence", "acks"})
+"""Producer properties ``--producer-config`` refuses: the transactions rest on them."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,10 @@ class WorkerSettings:
     txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
     fetch_backoff_ms: int = FETCH_QUEUE_BACKOFF_MS
     partition_by: PartitionBy = "source"
+    consumer_config: ClientConfig = field(default=(), repr=False)
+    """Further librdkafka consumer properties, over the worker's own (values may be secrets: not in the repr)."""
+    producer_config: ClientConfig = field(default=(), repr=False)
+    """Further librdkafka producer properties, over the worker's own."""
 
     @property
     def warm_up_batch(self) -> int:
@@ -246,6 +256,16 @@ def parser() -> argparse.ArgumentParser:
         "partitions: fewer transaction markers, and no waiting on other workers' open transactions), else by "
         "key; key: always by key",
     )
+    client_config_option(
+        o, "--consumer-config", "GPU_STAGE_CONSUMER_CONFIG",
+        help="a librdkafka consumer property over the worker's own (e.g. max.partition.fetch.bytes=8388608); "
+        "refused: " + ", ".join(sorted(REFUSED_CONSUMER_KEYS)),
+    )  # fmt: skip
+    client_config_option(
+        o, "--producer-config", "GPU_STAGE_PRODUCER_CONFIG",
+        help="a librdkafka producer property over the worker's own (e.g. linger.ms=20); "
+        "refused: " + ", ".join(sorted(REFUSED_PRODUCER_KEYS)),
+    )  # fmt: skip
     p.add_argument("--print-schema", action="store_true", help="print the Avro schema, the DDL and exit")
     p.add_argument(
         "--log-level",
@@ -311,6 +331,8 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         txn_retry_backoff_ms=args.txn_retry_backoff_ms,
         fetch_backoff_ms=args.fetch_backoff_ms,
         partition_by=args.partition_by,
+        consumer_config=client_config(args.consumer_config, "--consumer-config", REFUSED_CONSUMER_KEYS),
+        producer_config=client_config(args.producer_config, "--producer-config", REFUSED_PRODUCER_KEYS),
     )
 
 

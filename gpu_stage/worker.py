@@ -193,7 +193,12 @@ class Worker:
             s.group_id,
             [s.raw_topic],
             # A short session lets a restarted worker get the partitions of a crashed one within seconds.
-            config={"max.poll.interval.ms": 300_000, "fetch.max.bytes": 64 << 20, "session.timeout.ms": 10_000},
+            config={
+                "max.poll.interval.ms": 300_000,
+                "fetch.max.bytes": 64 << 20,
+                "session.timeout.ms": 10_000,
+                **dict(s.consumer_config),
+            },
             on_revoke=self._on_revoke,
             on_assign=self._on_assign,
             fetch_backoff_ms=s.fetch_backoff_ms,
@@ -252,6 +257,7 @@ class Worker:
                 "queue.buffering.max.kbytes": 1 << 20,
                 "batch.size": 1 << 20,
                 "message.max.bytes": MAX_MESSAGE_BYTES,
+                **dict(self.settings.producer_config),
             },
             retry_backoff_ms=self.settings.txn_retry_backoff_ms,
         )

@@ -11,6 +11,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llmpipe.errors import ConfigError
+
 
 class Secret:
     """A string that never shows itself in reprs, logs or metrics."""
@@ -64,3 +66,43 @@ def env_option(
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Parse ``argv`` (``sys.argv[1:]`` when None)."""
     return parser.parse_args(None if argv is None else list(argv))
+
+
+ClientConfig = tuple[tuple[str, str], ...]
+"""librdkafka properties as ``(key, value)`` pairs, in the order given (a later key wins)."""
+
+
+def client_config_option(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    env: str,
+    *,
+    help: str,
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Add a repeatable ``flag KEY=VALUE``; its entries follow those of ``env`` (pairs split by spaces)."""
+    source = os.environ if environ is None else environ
+    parser.add_argument(
+        flag, action="append", default=source.get(env, "").split(), metavar="KEY=VALUE",
+        help=f"{help}; repeatable, after the env var's pairs (a later key wins) [env: {env}, pairs split by spaces]",
+    )  # fmt: skip
+
+
+def client_config(entries: Sequence[str], flag: str, refused: frozenset[str]) -> ClientConfig:
+    """``KEY=VALUE`` entries as pairs; a malformed entry, or a key in ``refused``, is a :class:`ConfigError`.
+
+    ``refused`` holds the keys the service sets itself because a guarantee rests on them (or that
+    have an option of their own): overriding one would break the guarantee without a word.
+    """
+    pairs = []
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            msg = f"{flag} takes KEY=VALUE: an entry has no '=' or no key (its text is not shown: it may hold a secret)"
+            raise ConfigError(msg)
+        if key in refused:
+            msg = f"{flag} cannot set {key}: the service sets it (refused here: {', '.join(sorted(refused))})"
+            raise ConfigError(msg)
+        pairs.append((key, value))
+    return tuple(pairs)

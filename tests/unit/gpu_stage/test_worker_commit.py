@@ -379,6 +379,42 @@ def test_a_backoff_option_reaches_its_kafka_client(
         parse([flag, bad])
 
 
+@pytest.mark.parametrize(
+    ("flag", "client", "make", "refused"),
+    [
+        ("--consumer-config", "Consumer", "_new_consumer", "isolation.level"),
+        ("--producer-config", "TransactionalProducer", "_new_producer", "transactional.id"),
+    ],
+)
+def test_client_config_reaches_its_kafka_client_over_the_workers_own(
+    monkeypatch: pytest.MonkeyPatch, flag: str, client: str, make: str, refused: str
+) -> None:
+    """Env pairs, then CLI pairs (a later key wins), over the worker's defaults; guarded keys refused."""
+    from gpu_stage import worker as worker_module
+    from gpu_stage.settings import parse
+
+    option = flag.removeprefix("--").replace("-", "_")
+    assert getattr(parse([])[1], option) == ()
+    monkeypatch.setenv(f"GPU_STAGE_{option.upper()}", "socket.timeout.ms=1000 sasl.password=hunter2")
+    settings = parse([flag, "socket.timeout.ms=2000", flag, "client.id=w-4096"])[1]
+    assert getattr(settings, option) == (
+        ("socket.timeout.ms", "1000"), ("sasl.password", "hunter2"),
+        ("socket.timeout.ms", "2000"), ("client.id", "w-4096"),
+    )  # fmt: skip
+    assert "hunter2" not in repr(settings)
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(worker_module, client, lambda *args, **kwargs: made.append(kwargs))
+    getattr(Worker, make)(types.SimpleNamespace(settings=settings, _on_revoke=None, _on_assign=None))
+    config = made[0]["config"]
+    assert (config["socket.timeout.ms"], config["client.id"], config["sasl.password"]) == ("2000", "w-4096", "hunter2")
+    monkeypatch.delenv(f"GPU_STAGE_{option.upper()}")
+    with pytest.raises(ConfigError, match=refused.replace(".", r"\.")):
+        parse([flag, f"{refused}=x"])
+    with pytest.raises(ConfigError, match="no '='") as malformed:
+        parse([flag, "hunter2"])
+    assert "hunter2" not in str(malformed.value)
+
+
 def test_starved_counts_the_consume_calls_that_came_back_short() -> None:
     """Batches of 200 from calls of 50 that each take 10 ms: three short calls a batch, then a full one."""
     worker, _, log, records = _run(overlap=False, per_call=50, call_s=0.01)
