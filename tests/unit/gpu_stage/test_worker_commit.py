@@ -56,9 +56,18 @@ class Log:
 class FakeProducer:
     """A transactional producer: stages keys and offsets, makes them visible on commit."""
 
-    def __init__(self, journal: Journal, log: Log, fail_commits: dict[int, type[Exception]]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        log: Log,
+        fail_commits: dict[int, type[Exception]],
+        fail_offsets: dict[int, type[Exception]] | None = None,
+    ) -> None:
         self.journal, self.log, self.fail_commits = journal, log, fail_commits
+        self.fail_offsets = {} if fail_offsets is None else fail_offsets
         self.commits = 0
+        self.offset_calls = 0
+        self.offset_threads: list[str] = []
         self._keys: list[bytes] = []
         self._offset: int | None = None
 
@@ -78,6 +87,14 @@ class FakeProducer:
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         del group_metadata
+        self.offset_calls += 1
+        self.journal.note("send_offsets", self.offset_calls)
+        self.offset_threads.append(threading.current_thread().name)
+        failure = self.fail_offsets.pop(self.offset_calls, None)
+        if failure is not None:
+            self.journal.note("commit_failed", self.commits)  # the transaction ends here, uncommitted
+            msg = f"send_offsets {self.offset_calls} failed"
+            raise failure(msg)
         (tp,) = offsets
         self._offset = tp.offset
 
@@ -182,6 +199,7 @@ def _run(
     *,
     overlap: bool,
     fail_commits: dict[int, type[Exception]] | None = None,
+    fail_offsets: dict[int, type[Exception]] | None = None,
     revoke_at_call: int | None = None,
     per_call: int = 200,
     call_s: float = 0.0,
@@ -190,8 +208,16 @@ def _run(
     journal, log, records = Journal(), Log(), _records(1_000)
     consumer = ScriptedConsumer(journal, log, records, per_call, call_s)
     consumer.revoke_at_call = revoke_at_call
-    failures = dict(fail_commits or {})
-    producers = iter(lambda: FakeProducer(journal, log, failures), None)
+    failures, offset_failures = dict(fail_commits or {}), dict(fail_offsets or {})
+    made: list[FakeProducer] = []
+
+    def producer() -> FakeProducer:
+        made.append(FakeProducer(journal, log, failures, offset_failures))
+        if len(made) > 1:  # a replacement producer numbers its calls on from where the last one stopped
+            made[-1].offset_calls = made[-2].offset_calls
+        return made[-1]
+
+    producers = iter(producer, None)
     settings = WorkerSettings(
         kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=batch_wait_ms,
         commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None,
@@ -261,6 +287,29 @@ def test_a_failed_commit_drops_the_batch_collected_meanwhile_and_both_are_read_a
     assert ("rewind", 200) in after  # back to the end of the first batch, the last committed
     if failure is TxnAbortable:
         assert after[1:3] == [("abort", 0), ("rewind", 200)]
+
+
+def test_offsets_are_added_on_the_committer_thread_after_the_rows_and_before_the_commit() -> None:
+    """The coordinator round trip runs beside the next collect, not on the main loop."""
+    worker, journal, log, records = _run(overlap=True)
+    _assert_each_key_once(log, records)
+    producer = worker.producer
+    assert producer.offset_calls == 5
+    assert all(not name.startswith("MainThread") for name in producer.offset_threads)
+    for start, end in _spans(journal, "begin"):
+        names = journal.names()[start:end]
+        assert names.index("send_offsets") < names.index("commit_start")
+
+
+@pytest.mark.parametrize("failure", [TxnAbortable, TxnTimedOut])
+def test_failing_to_add_the_offsets_is_recovered_like_a_failed_commit(failure: type[Exception]) -> None:
+    worker, journal, log, records = _run(overlap=True, fail_offsets={2: failure})
+    _assert_each_key_once(log, records)
+    assert worker.totals.aborts == 1
+    assert worker.totals.batches == 5
+    failed_at = journal.names().index("commit_failed")
+    assert ("rewind", 200) in journal.events[failed_at:]
+    assert "commit_start" not in journal.names()[failed_at - 1 : failed_at + 1]
 
 
 def test_a_revocation_waits_for_the_commit_in_flight() -> None:
