@@ -6,8 +6,7 @@ record exactly once in typed + DLQ.
 
 A transaction's commit (``commit_transaction``: waiting for the records' delivery and the broker's end
 of the transaction) runs on a committer thread while the loop collects the next batch; the next
-transaction begins only once it is done. That thread first adds the batch's consumer offsets, taken
-on the loop when its rows were produced (a round trip to the group coordinator), then commits: the
+transaction begins only once it is done. Its offsets were added to the transaction before, so the
 commit only completes what is already decided. A rebalance (it can only happen while collecting)
 waits for a commit in flight, then we forget what we buffered from revoked partitions. When a commit
 fails, the batch collected meanwhile is dropped and the consumer rewinds to the committed offsets:
@@ -24,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -103,17 +102,6 @@ class InFlight:
     """Its seconds per step (``STAGES``); the committer thread adds the commit's."""
     committed: futures.Future[tuple[float, float]]
     """Resolves to the wall-clock time (epoch s) and the process CPU time when the commit ended."""
-
-
-@dataclass
-class Early:
-    """The head of a batch still being collected, handed to the parse thread already."""
-
-    source: Records
-    """The buffer it was taken from: a batch that is not this object (a rebalance changed it) drops it."""
-    records: int
-    """How many records from the batch's start it holds."""
-    parsed: futures.Future[ParseResult]
 
 
 @dataclass
@@ -292,12 +280,12 @@ class Worker:
         try:
             while not self.stopping:
                 collect_started = time.perf_counter()
-                records, early = self._collect()
+                records = self._collect()
                 if not self._settle():
                     continue  # the previous commit failed: rewound, so these records are read again
                 if records:
                     self._collect_s = time.perf_counter() - collect_started
-                    self._process(records, early)
+                    self._process(records)
                     idle_since = time.monotonic()
                 elif self._idle_for(idle_since):
                     # Only now is the broker asked whether the group is done: that query can take
@@ -340,19 +328,16 @@ class Worker:
         limit = self.settings.exit_when_idle_s
         return limit is not None and time.monotonic() - since >= limit
 
-    def _collect(self) -> tuple[Records, Early | None]:
-        """Gather one batch, closed by record count, byte count or wait time; and its early head, if any.
+    def _collect(self) -> Records:
+        """Gather one batch, closed by record count, byte count or wait time.
 
         While the previous batch still commits, the batch stays open past its wait time: the loop
         could not begin its transaction anyway, and records that arrive meanwhile would otherwise
-        wait for a whole further cycle. Once a parse chunk's worth of records is in, that head of
-        the batch goes to the parse thread while the rest is collected (see :meth:`_start_early`).
+        wait for a whole further cycle.
         """
         s = self.settings
         deadline = time.monotonic() + s.batch_wait_ms / 1000
         buffer = self._buffer
-        early: Early | None = None
-        self._steps = dict.fromkeys(STAGES, 0.0)  # this batch's: its early parse adds to it
         self._starved_s = 0.0
         while len(buffer) < s.batch_records and buffer.nbytes < s.batch_bytes and not self.stopping:
             remaining = deadline - time.monotonic()
@@ -371,28 +356,10 @@ class Worker:
                 self.totals.threads_at_first_input = threads.cpu_by_group()
             buffer = self._buffer  # a rebalance during consume may have replaced it
             buffer.extend(got)
-            if early is None:
-                early = self._start_early(buffer)
             if self._partitioning_stale:
                 self._recheck_partitioning()
         batch, self._buffer = self._buffer, Records()
-        owned = self._owned(batch)
-        if early is not None and (early.source is not batch or owned is not batch):
-            early = None  # a rebalance changed the batch: its head is parsed again with the rest
-        return owned, early
-
-    def _start_early(self, buffer: Records) -> Early | None:
-        """Parse the batch's first chunk on the parse thread while the loop collects the rest.
-
-        Without it the loop waits for that chunk's parse after the collect (nothing is ready to
-        produce yet): about a quarter of a 20,000-record batch's cycle on an H200 host. Only while
-        more is to come: a full batch goes straight on to its transaction anyway.
-        """
-        chunk = self.settings.parse_chunk_records
-        if not chunk or not chunk <= len(buffer) < self.settings.batch_records:
-            return None
-        head = to_batch(buffer.head(chunk))
-        return Early(buffer, chunk, self._parser.submit(self._timed_parse, head, self._steps))
+        return self._owned(batch)
 
     def _committing(self) -> bool:
         """A commit is in flight and has not ended yet."""
@@ -410,12 +377,13 @@ class Worker:
         owned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
         return batch if seen <= owned else batch.without(seen - owned)
 
-    def _process(self, records: Records, early: Early | None = None) -> None:
+    def _process(self, records: Records) -> None:
         """Run the batch's transaction up to its commit, which goes on on the committer thread."""
         started = time.time()
+        self._steps = dict.fromkeys(STAGES, 0.0)
         self._steps["collect"] = self._collect_s
         self._steps["starved"] = self._starved_s
-        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started, early))
+        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started))
         if self._in_flight is not None and not self.settings.commit_overlap:
             self._settle()
 
@@ -459,7 +427,7 @@ class Worker:
             )
             raise ParseError(msg)
 
-    def _transact(self, records: Records, batch: RawBatch, started: float, early: Early | None) -> InFlight:
+    def _transact(self, records: Records, batch: RawBatch, started: float) -> InFlight:
         """Parse and produce one batch, add its offsets and start its commit, under a watchdog.
 
         librdkafka's ``send_offsets_to_transaction`` can block past its timeout when the group
@@ -471,10 +439,9 @@ class Worker:
         watchdog.daemon = True
         watchdog.start()
         try:
-            outcome = self._transact_unguarded(batch, early)
+            outcome = self._transact_unguarded(records, batch)
             steps, producer = self._steps, self.producer
-            ends = self._commit_offsets(records), self.consumer.group_metadata()
-            committed = self._committer.submit(self._commit, producer, ends, steps, watchdog)
+            committed = self._committer.submit(self._commit, producer, steps, watchdog)
         except BaseException:
             watchdog.cancel()
             raise
@@ -482,33 +449,24 @@ class Worker:
 
     @staticmethod
     def _commit(
-        producer: TransactionalProducer,
-        ends: tuple[TopicPartitions, Any],
-        steps: dict[str, float],
-        watchdog: threading.Timer,
+        producer: TransactionalProducer, steps: dict[str, float], watchdog: threading.Timer
     ) -> tuple[float, float]:
-        """The committer thread's part: add the consumer offsets, commit, then stop the watchdog.
-
-        Adding the offsets is a round trip to the group coordinator (17 ms a batch on a loaded host),
-        so it runs here, beside the next batch's collect, not on the main loop. ``ends`` are the
-        offsets and the group metadata, taken on the main thread when the batch was produced.
-        """
+        """The committer thread's part: commit the transaction, then stop its watchdog."""
         try:
             started = time.perf_counter()
-            producer.send_offsets(*ends)
             producer.commit()
-            steps["commit"] = time.perf_counter() - started
+            steps["commit"] += time.perf_counter() - started
             metrics.COMMIT_SECONDS.observe(steps["commit"])
             return time.time(), time.process_time()
         finally:
             watchdog.cancel()
 
-    def _transact_unguarded(self, batch: RawBatch, early: Early | None) -> Outcome:
-        """Begin the transaction, parse the batch and produce its rows and dead letters."""
+    def _transact_unguarded(self, records: Records, batch: RawBatch) -> Outcome:
+        """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
         producer = self.producer
         producer.begin()
         try:
-            outcome = self._parse_and_produce(batch, early)
+            outcome = self._parse_and_produce(batch)
             self._check_bad(outcome.bad, len(batch))
         except ParseError:
             producer.abort()  # rows of earlier chunks are in the transaction: they never become visible
@@ -519,32 +477,31 @@ class Worker:
         for bad in outcome.bad:
             partition = bad.partition if by_source and bad.partition is not None else ANY_PARTITION
             producer.produce(dlq, bad.raw, bad.key, bad.headers(), partition)
-        self._steps["produce"] += time.perf_counter() - produce_started
+        commit_started = time.perf_counter()
+        self._steps["produce"] += commit_started - produce_started
+        producer.send_offsets(self._commit_offsets(records), self.consumer.group_metadata())
+        self._steps["commit"] = time.perf_counter() - commit_started
         return outcome
 
-    def _parse_and_produce(self, batch: RawBatch, early: Early | None = None) -> Outcome:
+    def _parse_and_produce(self, batch: RawBatch) -> Outcome:
         """Parse the batch chunk by chunk on the parse thread, enqueueing each chunk's rows meanwhile.
 
         The backends do their work without the GIL (the native core, the device lane's packing and
         kernels), so chunk k+1 is parsed while this thread hands chunk k's rows to librdkafka: a
         batch takes about the longer of the two instead of their sum. Rows keep the batch order. A
-        batch of one chunk (``--parse-chunk-records 0``) is parsed on this thread. With ``early``,
-        the first chunk is the batch's head, whose parse began during the collect.
+        batch of one chunk (``--parse-chunk-records 0``) is parsed on this thread.
         """
-        head = 0 if early is None else early.records
-        rest = [(head + start, head + end) for start, end in batch.slice(head, len(batch)).chunks(
-            self.settings.parse_chunk_records)] if head < len(batch) else []  # fmt: skip
-        chunks = [batch.slice(*bounds) for bounds in ([(0, head)] if head else []) + rest]
+        chunks = [batch.slice(*bounds) for bounds in batch.chunks(self.settings.parse_chunk_records)]
         outcome = Outcome()
-        if early is None and len(chunks) == 1:  # nothing to overlap: parse on this thread
-            self._produce_chunk(self._timed_parse(batch, self._steps), batch, outcome)
+        if len(chunks) == 1:  # nothing to overlap: parse on this thread
+            self._produce_chunk(self._timed_parse(batch), batch, outcome)
             return outcome
-        pending = early.parsed if early is not None else self._parser.submit(self._timed_parse, chunks[0], self._steps)
+        pending = self._parser.submit(self._timed_parse, chunks[0])
         try:
             for k, chunk in enumerate(chunks):
                 result = pending.result()
                 if k + 1 < len(chunks):
-                    pending = self._parser.submit(self._timed_parse, chunks[k + 1], self._steps)
+                    pending = self._parser.submit(self._timed_parse, chunks[k + 1])
                 self._produce_chunk(result, chunk, outcome)
         except BaseException:
             pending.cancel()
@@ -562,14 +519,13 @@ class Worker:
         outcome.typed += len(result.encoded)
         outcome.bad += result.bad
 
-    def _timed_parse(self, batch: RawBatch, steps: dict[str, float]) -> ParseResult:
-        """Parse ``batch``, adding the seconds to ``steps`` (its own batch's, whichever thread runs it)."""
+    def _timed_parse(self, batch: RawBatch) -> ParseResult:
         stats = getattr(self.backend, "stats", None)  # the gpu backend's running rows per lane
         native_before = stats.slow_rows if stats is not None else 0
         started = time.perf_counter()
         result = self.backend.parse(batch)
         seconds = time.perf_counter() - started
-        steps["parse"] += seconds
+        self._steps["parse"] += seconds
         metrics.PARSE_SECONDS.observe(seconds)
         if stats is None:
             metrics.PARSED_ROWS.labels(self.backend.name).inc(len(batch))

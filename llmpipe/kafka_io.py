@@ -205,14 +205,6 @@ class Records:
         self.timestamps_ms += other.timestamps_ms
         self.nbytes += other.nbytes
 
-    def head(self, n: int) -> Records:
-        """The first ``n`` records, in columns of their own (later appends here do not reach them)."""
-        values = self.values[:n]
-        return Records(
-            self.topics[:n], self.partitions[:n], self.offsets[:n], self.keys[:n], values, self.headers[:n],
-            self.timestamps_ms[:n], sum(map(len, filter(None, values))),
-        )  # fmt: skip
-
     def _single_topic(self) -> str | None:
         topics = set(self.topics)
         return topics.pop() if len(topics) == 1 else None

@@ -14,9 +14,9 @@ from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.native import NativeBackend
 from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
-from gpu_stage.worker import STAGES, Early, Worker
+from gpu_stage.worker import STAGES, Worker
 from llmpipe.errors import ConfigError, ParseError
-from llmpipe.kafka_io import KafkaSettings, Records
+from llmpipe.kafka_io import KafkaSettings
 
 
 class RecordingProducer:
@@ -90,30 +90,6 @@ def test_chunks_are_parsed_on_the_parse_thread_and_enqueued_in_batch_order() -> 
     assert worker._steps["parse"] > 0 and worker._steps["produce"] > 0
 
 
-def test_an_early_head_is_the_first_chunk_and_the_rest_is_chunked_after_it() -> None:
-    """The head parsed during the collect is not parsed again; the rows still come in batch order."""
-    batch = _batch(1_000, bad_at={5, 420})
-    worker, backend, producer = _worker(chunk=300)
-    early = Early(Records(), 300, worker._parser.submit(worker._timed_parse, batch.slice(0, 300), worker._steps))
-    outcome = worker._parse_and_produce(batch, early)
-    worker._parser.shutdown()
-
-    assert [size for _, size in backend.calls] == [300, 233, 233, 234]
-    whole = NativeBackend(TransformSettings()).parse(batch)
-    assert [k for chunk in producer.keys for k in chunk] == whole.encoded.keys
-    assert [b.offset for b in outcome.bad] == [5, 420]
-    assert outcome.typed == 998
-
-
-def test_an_early_head_that_is_the_whole_batch_is_its_only_chunk() -> None:
-    batch = _batch(300, bad_at=set())
-    worker, backend, producer = _worker(chunk=300)
-    early = Early(Records(), 300, worker._parser.submit(worker._timed_parse, batch, worker._steps))
-    assert worker._parse_and_produce(batch, early).typed == 300
-    worker._parser.shutdown()
-    assert [size for _, size in backend.calls] == [300] and len(producer.keys) == 1
-
-
 def test_no_chunking_parses_the_batch_in_one_call_on_the_calling_thread() -> None:
     worker, backend, producer = _worker(chunk=0)
     outcome = worker._parse_and_produce(_batch(500, bad_at=set()))
@@ -160,7 +136,7 @@ def test_parsed_rows_are_counted_by_what_parsed_them() -> None:
 
     worker, backend, _ = _worker(chunk=0)
     before = {engine: count(engine) for engine in ("cpu", "device", "native")}
-    worker._timed_parse(_batch(300, bad_at=set()), dict.fromkeys(STAGES, 0.0))
+    worker._timed_parse(_batch(300, bad_at=set()))
     assert count("cpu") - before["cpu"] == 300
 
     class Split:
@@ -172,7 +148,7 @@ def test_parsed_rows_are_counted_by_what_parsed_them() -> None:
             return backend.inner.parse(batch)
 
     worker.backend = Split()  # type: ignore[assignment]
-    worker._timed_parse(_batch(250, bad_at=set()), dict.fromkeys(STAGES, 0.0))
+    worker._timed_parse(_batch(250, bad_at=set()))
     worker._parser.shutdown()
     assert (count("device") - before["device"], count("native") - before["native"]) == (210, 40)
 

@@ -20,7 +20,6 @@ from confluent_kafka import TopicPartition
 from gpu_stage import synth
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.native import NativeBackend
-from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
 from gpu_stage.worker import Worker
 from llmpipe.errors import ConfigError
@@ -57,18 +56,9 @@ class Log:
 class FakeProducer:
     """A transactional producer: stages keys and offsets, makes them visible on commit."""
 
-    def __init__(
-        self,
-        journal: Journal,
-        log: Log,
-        fail_commits: dict[int, type[Exception]],
-        fail_offsets: dict[int, type[Exception]] | None = None,
-    ) -> None:
+    def __init__(self, journal: Journal, log: Log, fail_commits: dict[int, type[Exception]]) -> None:
         self.journal, self.log, self.fail_commits = journal, log, fail_commits
-        self.fail_offsets = {} if fail_offsets is None else fail_offsets
         self.commits = 0
-        self.offset_calls = 0
-        self.offset_threads: list[str] = []
         self._keys: list[bytes] = []
         self._offset: int | None = None
 
@@ -88,14 +78,6 @@ class FakeProducer:
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         del group_metadata
-        self.offset_calls += 1
-        self.journal.note("send_offsets", self.offset_calls)
-        self.offset_threads.append(threading.current_thread().name)
-        failure = self.fail_offsets.pop(self.offset_calls, None)
-        if failure is not None:
-            self.journal.note("commit_failed", self.commits)  # the transaction ends here, uncommitted
-            msg = f"send_offsets {self.offset_calls} failed"
-            raise failure(msg)
         (tp,) = offsets
         self._offset = tp.offset
 
@@ -174,43 +156,6 @@ class ScriptedConsumer:
         self.journal.note("close")
 
 
-class JournalingBackend:
-    """The native backend, noting each parse call and its size."""
-
-    name = "cpu"
-
-    def __init__(self, journal: Journal) -> None:
-        self.inner, self.journal = NativeBackend(TransformSettings()), journal
-
-    def parse(self, batch: RawBatch) -> ParseResult:
-        self.journal.note("parse", len(batch))
-        return self.inner.parse(batch)
-
-
-class TwoPartitionConsumer(ScriptedConsumer):
-    """Serves prepared calls of records from partitions 0 and 1; the second call revokes ``revoke`` first."""
-
-    def __init__(self, journal: Journal, calls: list[Records], revoke: set[int]) -> None:
-        super().__init__(journal, Log(), Records(), 0)
-        self.prepared, self.revoke, self.assigned = calls, revoke, {0, 1}
-
-    def consume_records(self, max_records: int, timeout_s: float) -> Records:
-        assert self.worker is not None
-        self.calls += 1
-        if self.calls == 2:
-            self.worker._on_revoke([TopicPartition(TOPIC, p) for p in self.revoke])
-            self.assigned -= self.revoke
-        if not self.prepared:
-            time.sleep(timeout_s)
-            return Records()
-        got = self.prepared.pop(0)
-        assert len(got) <= max_records
-        return got
-
-    def assignment(self) -> list[TopicPartition]:
-        return [TopicPartition(TOPIC, p) for p in sorted(self.assigned)]
-
-
 class ScriptedWorker(Worker):
     """The worker with the two fakes in place of its Kafka clients."""
 
@@ -237,33 +182,21 @@ def _run(
     *,
     overlap: bool,
     fail_commits: dict[int, type[Exception]] | None = None,
-    fail_offsets: dict[int, type[Exception]] | None = None,
     revoke_at_call: int | None = None,
     per_call: int = 200,
     call_s: float = 0.0,
     batch_wait_ms: int = 1_000,
-    chunk: int = 0,
-    consumer_type: type[ScriptedConsumer] | None = None,
 ) -> tuple[ScriptedWorker, Journal, Log, Records]:
     journal, log, records = Journal(), Log(), _records(1_000)
-    consumer = (consumer_type or ScriptedConsumer)(journal, log, records, per_call, call_s)
+    consumer = ScriptedConsumer(journal, log, records, per_call, call_s)
     consumer.revoke_at_call = revoke_at_call
-    failures, offset_failures = dict(fail_commits or {}), dict(fail_offsets or {})
-    made: list[FakeProducer] = []
-
-    def producer() -> FakeProducer:
-        made.append(FakeProducer(journal, log, failures, offset_failures))
-        if len(made) > 1:  # a replacement producer numbers its calls on from where the last one stopped
-            made[-1].offset_calls = made[-2].offset_calls
-        return made[-1]
-
-    producers = iter(producer, None)
+    failures = dict(fail_commits or {})
+    producers = iter(lambda: FakeProducer(journal, log, failures), None)
     settings = WorkerSettings(
         kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=batch_wait_ms,
-        commit_overlap=overlap, parse_chunk_records=chunk, kernel_cache=None,
+        commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None,
     )  # fmt: skip
     worker = ScriptedWorker(settings, consumer, producers)
-    worker.backend = JournalingBackend(journal)  # type: ignore[assignment]
     assert worker.run() == 0
     return worker, journal, log, records
 
@@ -328,69 +261,6 @@ def test_a_failed_commit_drops_the_batch_collected_meanwhile_and_both_are_read_a
     assert ("rewind", 200) in after  # back to the end of the first batch, the last committed
     if failure is TxnAbortable:
         assert after[1:3] == [("abort", 0), ("rewind", 200)]
-
-
-def test_offsets_are_added_on_the_committer_thread_after_the_rows_and_before_the_commit() -> None:
-    """The coordinator round trip runs beside the next collect, not on the main loop."""
-    worker, journal, log, records = _run(overlap=True)
-    _assert_each_key_once(log, records)
-    producer = worker.producer
-    assert producer.offset_calls == 5
-    assert all(not name.startswith("MainThread") for name in producer.offset_threads)
-    for start, end in _spans(journal, "begin"):
-        names = journal.names()[start:end]
-        assert names.index("send_offsets") < names.index("commit_start")
-
-
-@pytest.mark.parametrize("failure", [TxnAbortable, TxnTimedOut])
-def test_failing_to_add_the_offsets_is_recovered_like_a_failed_commit(failure: type[Exception]) -> None:
-    worker, journal, log, records = _run(overlap=True, fail_offsets={2: failure})
-    _assert_each_key_once(log, records)
-    assert worker.totals.aborts == 1
-    assert worker.totals.batches == 5
-    failed_at = journal.names().index("commit_failed")
-    assert ("rewind", 200) in journal.events[failed_at:]
-    assert "commit_start" not in journal.names()[failed_at - 1 : failed_at + 1]
-
-
-def test_a_batchs_first_chunk_is_parsed_while_the_rest_is_collected() -> None:
-    """Batches of 200 from calls of 100 taking 20 ms: the first 100 parse during the second call."""
-    worker, journal, log, records = _run(overlap=True, per_call=100, call_s=0.02, chunk=100)
-    _assert_each_key_once(log, records)
-    assert worker.totals.batches == 5
-    begins = [i for i, name in enumerate(journal.names()) if name == "begin"]
-    parses = [i for i, (name, n) in enumerate(journal.events) if name == "parse" and n == 100]
-    assert len(parses) == 10  # the head, then the rest: no record parsed twice
-    # Between two begins: the rest of the batch before, then the head of the next, parsed before its begin.
-    windows = zip([-1, *begins], [*begins, len(journal.events)], strict=True)
-    assert [sum(start < i < end for i in parses) for start, end in windows] == [1, 2, 2, 2, 2, 1]
-
-
-@pytest.mark.parametrize(("revoked", "kept"), [({1}, False), ({2}, True)])
-def test_a_revocation_that_changes_the_batch_drops_its_early_head(revoked: set[int], kept: bool) -> None:
-    """Records of a revoked partition leave the buffer: a head parsed before holds them, so it is dropped."""
-    source = _records(200)
-    mixed = Records.of_messages(Message(TOPIC, i % 2, i, *row) for i, row in enumerate(zip(
-        source.keys, source.values, source.headers, source.timestamps_ms, strict=True)))  # fmt: skip
-    journal = Journal()
-    consumer = TwoPartitionConsumer(journal, [mixed.head(100), _tail(mixed, 100)], revoked)
-    settings = WorkerSettings(
-        kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=300, batch_wait_ms=30, parse_chunk_records=100,
-        kernel_cache=None,
-    )  # fmt: skip
-    worker = ScriptedWorker(settings, consumer, iter(lambda: FakeProducer(journal, Log(), {}), None))
-    batch, early = worker._collect()
-    worker._parser.shutdown(wait=True)
-    expected = [i for i in range(200) if i % 2 not in revoked]
-    assert batch.offsets == expected
-    assert (early is not None) is kept
-    if early is not None:
-        assert early.records == 100 and early.source is batch
-
-
-def _tail(records: Records, start: int) -> Records:
-    whole = records.messages()[start:]
-    return Records.of_messages(whole)
 
 
 def test_a_revocation_waits_for_the_commit_in_flight() -> None:
