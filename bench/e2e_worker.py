@@ -372,7 +372,9 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
     p.add_argument("--broker-pid", type=int, default=0,
                    help="the broker's process id on this host: its CPU time over the run is reported per record")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
-    p.add_argument("--worker-log-level", default="INFO", help="the workers' --log-level (DEBUG: one line per batch)")
+    p.add_argument("--worker-log-level", default="INFO",
+                   help="the workers' --log-level (INFO,gpu_stage.worker=DEBUG: one line per batch; plain DEBUG "
+                   "also logs numba's compiler, tens of thousands of lines a worker)")
     p.add_argument("--keep-topics", action="store_true")
     p.add_argument("--profile-worker", default="", metavar="PY_SPY",
                    help=f"sample worker 0 with this py-spy executable from the moment the group has joined: its "

@@ -1,0 +1,60 @@
+"""``bench.profile_summary`` over a hand-made speedscope profile, and what ``--consumer-config`` hands the workers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import e2e_worker
+from bench.profile_summary import summarise
+
+
+def _profile() -> dict[str, Any]:
+    frames = [
+        {"name": "run", "file": "/x/worker.py", "line": 10},
+        {"name": "consume", "file": "/x/kafka_io.py", "line": 20},
+        {"name": "walk", "file": "/x/tree.py", "line": 5},
+    ]
+    main = {
+        "name": 'Thread 1 "MainThread"',
+        # run→consume twice, run→walk→walk (recursion: one sample counts once for walk), run alone
+        "samples": [[0, 1], [0, 1], [0, 2, 2], [0]],
+        "weights": [0.01, 0.01, 0.02, 0.01],
+    }
+    return {"shared": {"frames": frames}, "profiles": [main]}
+
+
+def test_inclusive_time_counts_a_sample_once_per_function_and_leaves_by_line() -> None:
+    (thread,) = summarise(_profile(), top=10)
+    assert thread["thread"] == 'Thread 1 "MainThread"'
+    assert thread["seconds"] == 0.05
+    assert dict(thread["functions"]) == {"run (worker.py)": 0.05, "consume (kafka_io.py)": 0.02, "walk (tree.py)": 0.02}
+    assert dict(thread["leaves"]) == {
+        "consume (kafka_io.py:20)": 0.02,
+        "walk (tree.py:5)": 0.02,
+        "run (worker.py:10)": 0.01,
+    }
+    assert [name for name, _ in summarise(_profile(), top=1)[0]["functions"]] == ["run (worker.py)"]
+
+
+def test_consumer_config_pairs_become_one_worker_option_each(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    started: list[list[str]] = []
+
+    class Popen:
+        def __init__(self, command: list[str], **_: Any) -> None:
+            started.append(command)
+
+    monkeypatch.setattr("bench.e2e_worker.subprocess.Popen", Popen)
+    p = argparse.ArgumentParser()
+    e2e_worker.add_run_options(p, records=10, batch_records=10, batch_wait_ms=5)
+    args = p.parse_args(
+        ["--workers", "2", "--consumer-config", "max.partition.fetch.bytes=8388608 queued.min.messages=5"]
+    )
+    e2e_worker.start_workers(args, "raw", "typed", "dlq", tmp_path)
+    for command in started:
+        at = [i for i, arg in enumerate(command) if arg == "--consumer-config"]
+        assert [command[i + 1] for i in at] == ["max.partition.fetch.bytes=8388608", "queued.min.messages=5"]
+    assert len(started) == 2
