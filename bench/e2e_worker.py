@@ -185,8 +185,21 @@ def start_workers(
             *(arg for pair in args.consumer_config.split() for arg in ("--consumer-config", pair)),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
-        procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out))
+        procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, **worker_tree(args)), out))
     return group, procs
+
+
+def worker_tree(args: argparse.Namespace) -> dict[str, Any]:
+    """``Popen`` arguments that run the workers from ``--worker-tree`` (another checkout), when given.
+
+    Its packages come first on the path and it is the working directory, so the workers run that
+    code while this process (the load, the checks) runs its own: two revisions compare on one broker.
+    """
+    if not args.worker_tree:
+        return {}
+    tree = str(Path(args.worker_tree).resolve())
+    path = os.pathsep.join(filter(None, (tree, os.environ.get("PYTHONPATH"))))
+    return {"cwd": tree, "env": {**os.environ, "PYTHONPATH": path}}
 
 
 def finish_workers(
@@ -295,9 +308,21 @@ def common_result(
         "fetch_backoff_ms": None if args.fetch_backoff_ms < 0 else args.fetch_backoff_ms,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "consumer_config": args.consumer_config,
+        "worker_tree": args.worker_tree or None,
+        "worker_revision": _revision(args.worker_tree or "."),
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
+
+
+def _revision(tree: str) -> str | None:
+    """The commit checked out in ``tree`` (None outside a git checkout)."""
+    try:
+        found = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"],
+                               capture_output=True, text=True, check=True, timeout=10)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() or None
 
 
 def cpu_figures(cpu: CpuWindow, per_worker: list[dict[str, float]], records: int) -> dict[str, Any]:
@@ -376,6 +401,9 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="the workers' --log-level (INFO,gpu_stage.worker=DEBUG: one line per batch; plain DEBUG "
                    "also logs numba's compiler, tens of thousands of lines a worker)")
     p.add_argument("--keep-topics", action="store_true")
+    p.add_argument("--worker-tree", default="", metavar="DIR",
+                   help="run the workers from this checkout of the project (e.g. a git worktree of another "
+                   "revision) instead of this one")
     p.add_argument("--profile-worker", default="", metavar="PY_SPY",
                    help=f"sample worker 0 with this py-spy executable from the moment the group has joined: its "
                    f"threads' wall-clock samples go to its log folder's {PROFILE_FILE} "
@@ -449,8 +477,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="instead of one run: --rounds pairs of runs, the workers' consumers as they are (the "
                    "baseline) then with these properties, with the ratio of each pair's rates and CPU per record")
-    p.add_argument("--rounds", type=int, default=1, help="pairs of runs of --compare-consumer-config")
+    p.add_argument("--compare-worker-tree", default="", metavar="DIR",
+                   help="instead of one run: --rounds pairs of runs, the workers from this checkout (the "
+                   "baseline, e.g. a git worktree of an earlier revision) then from this one")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="pairs of runs of --compare-consumer-config or --compare-worker-tree")
     args = p.parse_args(argv)
+    if args.compare_worker_tree:
+        out = args.out or RESULTS / f"e2e-worker-tree-{platform.node() or 'host'}-{args.backend}.json"
+        pair = (args.compare_worker_tree, "")
+        return paired_runs(args, _run_and_print, cost_ratios, out, "worker_tree", pair, args.rounds)
     if args.compare_consumer_config:
         out = args.out or RESULTS / f"e2e-consumer-config-{platform.node() or 'host'}-{args.backend}.json"
         pair = (args.consumer_config, f"{args.consumer_config} {args.compare_consumer_config}".strip())
@@ -522,7 +558,7 @@ def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
     keys = {"rate_ratio": "records_per_s", "workers_cpu_ratio": "workers_cpu_us_per_record",
             "broker_cpu_ratio": "broker_cpu_us_per_record"}  # fmt: skip
     ratios = {name: round(new[key] / base[key], 3) for name, key in keys.items() if new.get(key) and base.get(key)}
-    changed = [k for k in (*COST_PAIRS, "consumer_config") if new.get(k) != base.get(k)]
+    changed = [k for k in (*COST_PAIRS, "consumer_config", "worker_revision") if new.get(k) != base.get(k)]
     print(", ".join(f"{k} {new[k]} / {base[k]}" for k in changed) + f": {ratios}")
     return ratios
 

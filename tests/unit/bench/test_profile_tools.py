@@ -1,4 +1,4 @@
-"""``bench.profile_summary`` over a hand-made speedscope profile, and what ``--consumer-config`` hands the workers."""
+"""bench.profile_summary on a hand-made profile; what --consumer-config and --worker-tree do to the workers."""
 
 from __future__ import annotations
 
@@ -58,3 +58,23 @@ def test_consumer_config_pairs_become_one_worker_option_each(monkeypatch: pytest
         at = [i for i, arg in enumerate(command) if arg == "--consumer-config"]
         assert [command[i + 1] for i in at] == ["max.partition.fetch.bytes=8388608", "queued.min.messages=5"]
     assert len(started) == 2
+
+
+def test_a_worker_tree_is_the_workers_directory_and_first_on_their_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    started: list[dict[str, Any]] = []
+
+    class Popen:
+        def __init__(self, command: list[str], **kwargs: Any) -> None:
+            started.append(kwargs)
+
+    monkeypatch.setattr("bench.e2e_worker.subprocess.Popen", Popen)
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    p = argparse.ArgumentParser()
+    e2e_worker.add_run_options(p, records=10, batch_records=10, batch_wait_ms=5)
+    e2e_worker.start_workers(p.parse_args(["--workers", "1"]), "raw", "typed", "dlq", tmp_path)
+    e2e_worker.start_workers(p.parse_args(["--workers", "1", "--worker-tree", str(tmp_path)]), "r", "t", "d", tmp_path)
+    assert "cwd" not in started[0] and "env" not in started[0]
+    assert started[1]["cwd"] == str(tmp_path.resolve())
+    assert started[1]["env"]["PYTHONPATH"] == f"{tmp_path.resolve()}:/elsewhere"
