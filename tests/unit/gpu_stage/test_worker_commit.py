@@ -174,7 +174,8 @@ class ScriptedWorker(Worker):
 def _records(n: int) -> Records:
     batch = synth.batch(synth.bodies(n))
     return Records.of_messages(
-        Message(TOPIC, 0, i, batch.keys[i], batch.values[i], batch.headers[i], batch.timestamps_ms[i]) for i in range(n)
+        Message(TOPIC, 0, i, batch.keys[i], batch.values[i], list(batch.headers[i]), batch.timestamps_ms[i])
+        for i in range(n)
     )
 
 
@@ -291,7 +292,7 @@ def test_an_unanswered_lag_query_is_not_idle_and_does_not_stop_the_worker() -> N
         kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.1, parse_chunk_records=0, kernel_cache=None
     )
     worker = ScriptedWorker(settings, consumer, iter(lambda: FakeProducer(journal, log, {}), None))
-    worker.consumer = consumer
+    worker.consumer = consumer  # type: ignore[assignment]
     consumer.cursor = len(records)  # our own partitions are drained: the broker is asked
     answers: list[Any] = [SourceError("Failed to get committed offsets: Local: Timed out"), {(TOPIC, 0): 0}]
 
