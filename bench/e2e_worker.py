@@ -484,13 +484,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="pairs of runs of --compare-consumer-config or --compare-worker-tree")
     args = p.parse_args(argv)
     if args.compare_worker_tree:
-        out = args.out or RESULTS / f"e2e-worker-tree-{platform.node() or 'host'}-{args.backend}.json"
-        pair = (args.compare_worker_tree, "")
-        return paired_runs(args, _run_and_print, cost_ratios, out, "worker_tree", pair, args.rounds)
+        return compare_costs(args, "worker_tree", args.rounds, (args.compare_worker_tree, ""))
     if args.compare_consumer_config:
-        out = args.out or RESULTS / f"e2e-consumer-config-{platform.node() or 'host'}-{args.backend}.json"
-        pair = (args.consumer_config, f"{args.consumer_config} {args.compare_consumer_config}".strip())
-        return paired_runs(args, _run_and_print, cost_ratios, out, "consumer_config", pair, args.rounds)
+        more = f"{args.consumer_config} {args.compare_consumer_config}".strip()
+        return compare_costs(args, "consumer_config", args.rounds, (args.consumer_config, more))
     for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by),
                            ("fetch_backoff_ms", args.compare_fetch_backoff)):
         if rounds:
@@ -541,16 +538,19 @@ COST_PAIRS = {"compression": ("lz4", "none"), "partition_by": PARTITION_BY_PAIR,
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
 
-def compare_costs(args: argparse.Namespace, option: str, rounds: int) -> int:
-    """``rounds`` pairs of runs with ``option`` at its two :data:`COST_PAIRS` values; the ratios of rate and CPU.
+def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tuple[Any, Any] | None = None) -> int:
+    """``rounds`` pairs of runs, ``option`` at ``pair`` (baseline first); the ratios of rate and CPU.
+
+    ``pair`` defaults to the option's :data:`COST_PAIRS` values.
 
     ``compression`` sets the raw and the typed records' compression, ``partition_by`` where the
     workers write typed and dead-letter records, ``fetch_backoff_ms`` how long their consumers stop
-    fetching once their prefetch queue is full.
+    fetching once their prefetch queue is full; ``consumer_config`` and ``worker_tree`` come with
+    the pair the command line gave.
     """
     name = option.removesuffix("_ms").replace("_", "-")
     out = args.out or RESULTS / f"e2e-{name}-{platform.node() or 'host'}-{args.backend}.json"
-    return paired_runs(args, _run_and_print, cost_ratios, out, option, COST_PAIRS[option], rounds)
+    return paired_runs(args, _run_and_print, cost_ratios, out, option, pair or COST_PAIRS[option], rounds)
 
 
 def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
