@@ -25,6 +25,7 @@ import confluent_kafka
 import numpy as np
 import numpy.typing as npt
 
+from bench import gc_log
 from bench.e2e_worker import (
     BACKOFF_PAIR,
     HEADERS,
@@ -127,6 +128,14 @@ def by_second(ms: npt.NDArray[np.float64], due_s: npt.NDArray[np.float64]) -> li
             for k in np.unique(seconds)]  # fmt: skip
 
 
+def by_tenth(ms: npt.NDArray[np.float64], due_s: npt.NDArray[np.float64], until_s: float) -> list[dict[str, float]]:
+    """The same per 100 ms for the records due before ``until_s``: how long the start's tail lasts."""
+    early = due_s < until_s
+    tenths = np.floor(due_s[early] * 10).astype(np.int64)
+    return [{"from_s": round(int(k) / 10, 1), "records": int((tenths == k).sum()),
+             **_short(percentiles(ms[early][tenths == k]))} for k in np.unique(tenths)]  # fmt: skip
+
+
 def _short(p: dict[str, float]) -> dict[str, float]:
     return {q: p[q] for q in ("p50", "p99", "max")}
 
@@ -155,6 +164,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 args.bootstrap, [topics.typed, topics.dlq], args.records, args.rate, t0, deadline
             )
             cpu.stop()
+            watched_until = time.time()
             worst_lag = max(lags.get(timeout=120))
         codes = finish_workers(kafka, group, topics.raw, procs, args.drain_s, end_marker=False)
         per_worker = summaries(topics.logs, args.workers)
@@ -171,10 +181,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "settle_s": args.settle_s,
         "latency_ms_after_settle": percentiles(latencies[due_s >= args.settle_s]),
         "latency_ms_by_second": by_second(latencies, due_s),
+        "latency_ms_by_tenth_until_settle": by_tenth(latencies, due_s, args.settle_s),
         # which part the first seconds' tail is in: up to the worker's produce, or its commit and the read
         "due_to_produced_ms_by_second": by_second(to_produce, due_s),
         "produced_to_visible_ms_by_second": by_second(latencies - to_produce, due_s),
         **cpu_figures(cpu, per_worker, args.records),
+        **gc_log.figures(args.broker_gc_log, t0, watched_until),
     }  # fmt: skip
 
 
@@ -242,6 +254,10 @@ def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
     seconds = zip(*(result[part] for part in parts), strict=True)
     print("P99 ms by second, whole / due -> produced / produced -> visible: "
           + ", ".join(f"{w['second']}: {w['p99']}/{d['p99']}/{v['p99']}" for w, d, v in seconds))  # fmt: skip
+    print("P99 ms by 100 ms until the settle: "
+          + ", ".join(f"{t['from_s']}: {t['p99']}" for t in result["latency_ms_by_tenth_until_settle"]))
+    if "broker_gc" in result:
+        print(f"broker GC pauses over the load: {result['broker_gc']}")
     return result
 
 

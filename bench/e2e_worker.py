@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench import gc_log
 from bench.machine import CpuWindow
 from gpu_stage import synth
 from llmpipe.kafka_io import (
@@ -396,6 +397,9 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    "partition, or by key")
     p.add_argument("--broker-pid", type=int, default=0,
                    help="the broker's process id on this host: its CPU time over the run is reported per record")
+    p.add_argument("--broker-gc-log", type=Path, default=None, metavar="PATH",
+                   help="the broker's GC log (the stack writes logs/kafkaServer-gc.log): its pauses over the run "
+                   "are reported")
     p.add_argument("--logs", type=Path, default=Path(".bench-e2e"), help="worker logs go below this folder")
     p.add_argument("--worker-log-level", default="INFO",
                    help="the workers' --log-level (INFO,gpu_stage.worker=DEBUG: one line per batch; plain DEBUG "
@@ -447,6 +451,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "join_seconds": round(joined_s, 2), "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
         "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
         **cpu_figures(cpu, per_worker, args.records),
+        **gc_log.figures(args.broker_gc_log, started, started + wall),
     }  # fmt: skip
 
 

@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     env_option(parser, "--heap-mb", "STACK_KAFKA_HEAP_MB", default=512, type=int, help="broker JVM heap")
     parser.add_argument("--full-jit", action="store_true",
                         help="let the broker's JVM optimize fully (throughput runs; slower start)")
+    env_option(parser, "--gc-pause-ms", "STACK_KAFKA_GC_PAUSE_MS", default=broker.GC_PAUSE_MS, type=int,
+               help="the broker's G1 pause-time goal (-XX:MaxGCPauseMillis; Kafka's scripts use 20, the JVM 200)")
     parser.add_argument("--rebalance-delay-ms", type=int, default=0,
                         help="group.initial.rebalance.delay.ms (0 for tests; Kafka's default is 3000)")
     parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
@@ -59,7 +61,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "up":
         started = time.monotonic()
         run = broker.start(root, args.port, heap_mb=args.heap_mb, full_jit=args.full_jit,
-                           rebalance_delay_ms=args.rebalance_delay_ms)
+                           rebalance_delay_ms=args.rebalance_delay_ms, gc_pause_ms=args.gc_pause_ms)
         topics = _topics(args.topics)
         if topics:
             create_topics(KafkaSettings(bootstrap=run.bootstrap()), topics)

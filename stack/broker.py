@@ -27,6 +27,12 @@ log = logging.getLogger(__name__)
 
 LOG4J = Path(__file__).with_name("log4j2.properties")
 
+GC_PAUSE_MS = 20
+"""G1's pause-time goal for the broker: what ``kafka-run-class.sh`` passes (``-XX:MaxGCPauseMillis=20``)."""
+
+GC_LOG = "kafkaServer-gc.log"
+"""The broker's GC log in its logs folder, named as Kafka's start scripts name it."""
+
 # Transactions: Flink's exactly-once sink defaults to a 1 h transaction timeout, so allow it.
 # Retention: no time limit (the run folder is wiped with `down --wipe`), since tests, demos and
 # replays write records whose timestamps can lie far in the past.
@@ -130,13 +136,16 @@ def start(
     *,
     full_jit: bool = False,
     rebalance_delay_ms: int = 0,
+    gc_pause_ms: int = GC_PAUSE_MS,
 ) -> BrokerDir:
     """Format storage (first time only) and start a broker in ``root``; return once it serves requests.
 
     By default the JVM stops at the quick compiler and a consumer group's first rebalance is not
     delayed (tests and demos start many short-lived brokers and groups); ``full_jit`` lets the JVM
     optimize fully and ``rebalance_delay_ms`` (Kafka's default is 3000) lets a group of many members
-    starting together join in one rebalance, for throughput runs.
+    starting together join in one rebalance, for throughput runs. The JVM runs with the garbage
+    collector settings of Kafka's own start scripts (``jvm_options``) and logs its collections to
+    ``logs/kafkaServer-gc.log`` as they do.
     """
     run = BrokerDir(root)
     if run.pid() is not None:
@@ -151,14 +160,27 @@ def start(
     jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]
     if not (root / "data" / "meta.properties").exists():
         _format(jvm, classpath, config, cluster_id or new_cluster_id())
-    heap = [f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", *([] if full_jit else ["-XX:TieredStopAtLevel=1"])]
+    options = jvm_options(root / "logs", heap_mb, gc_pause_ms=gc_pause_ms, full_jit=full_jit)
     with open(root / "logs" / "stdout.log", "ab") as out:
-        proc = subprocess.Popen([*jvm, *heap, "-cp", classpath, "kafka.Kafka", str(config)],
+        proc = subprocess.Popen([*jvm, *options, "-cp", classpath, "kafka.Kafka", str(config)],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     run.pid_file.write_text(str(proc.pid))
     run.port_file.write_text(str(port))
     _await_ready(run, proc, timeout_s)
     return run
+
+
+def jvm_options(logs: Path, heap_mb: int, *, gc_pause_ms: int = GC_PAUSE_MS, full_jit: bool = False) -> list[str]:
+    """Heap, garbage collector and GC log options, as ``kafka-run-class.sh`` sets them by default.
+
+    G1 aims at ``gc_pause_ms`` per pause (the JVM's own default is 200 ms, which lets it grow the
+    young generation until one pause holds every request for tens of milliseconds); the log shows
+    when the broker paused, to set against a latency run's tail.
+    """
+    gc_log = f"-Xlog:gc*:file={logs / GC_LOG}:time,uptime,tags:filecount=10,filesize=100M"
+    return [f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC", f"-XX:MaxGCPauseMillis={gc_pause_ms}",
+            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true", gc_log, *([] if full_jit else ["-XX:TieredStopAtLevel=1"])]  # fmt: skip
 
 
 def _format(jvm: list[str], classpath: str, config: Path, cluster_id: str) -> None:
