@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     info = data.facts()
     print(
         f"corpus: {info['records']:,} bodies, {info['bytes'] / 1e6:.1f} MB, mean {info['mean_body_bytes']} B, "
-        f"sha256 {info['sha256'][:16]}",
+        f"a warp's longest body {info['warp_longest_to_mean']}x the mean, sha256 {info['sha256'][:16]}",
         flush=True,
     )
     engines = run_peers(args, data.values, data.bytes)

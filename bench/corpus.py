@@ -89,8 +89,29 @@ class Corpus:
             "p50_body_bytes": sizes[n // 2] if sizes else 0,
             "p99_body_bytes": sizes[min(n - 1, n * 99 // 100)] if sizes else 0,
             "sha256": self.sha256(),
+            "warp_longest_to_mean": warp_longest_to_mean(self.values),
             "config": self.config,
         }
+
+
+WARP = 32
+"""Threads of a CUDA warp: the device lane gives each body of a batch, in order, one thread."""
+
+
+def warp_longest_to_mean(values: list[bytes]) -> float:
+    """Mean over each run of 32 consecutive bodies of its longest body's length, over the mean length.
+
+    A warp's threads step together, so with one thread per body a warp walks as long as its longest
+    body: this ratio is how much longer the walk takes, in bytes, than with bodies of equal length
+    in every warp (1.0). Bodies past the last whole warp are left out.
+    """
+    whole = len(values) // WARP * WARP
+    if not whole:
+        return 1.0
+    lengths = [len(v) for v in values[:whole]]
+    longest = sum(max(lengths[i : i + WARP]) for i in range(0, whole, WARP)) / (whole // WARP)
+    mean = sum(lengths) / whole
+    return round(longest / mean, 3) if mean else 1.0
 
 
 def _cjk_text(rng: random.Random, n_bytes: int) -> str:

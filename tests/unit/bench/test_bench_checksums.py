@@ -80,3 +80,12 @@ def test_known_sums() -> None:
     assert cpu_checksum(values) == want
     for name in peers.PEERS:
         assert peers.run(name, values, 1).checksum == want
+
+
+def test_a_warps_longest_body_is_measured_over_whole_warps() -> None:
+    # Two warps: one of equal bodies (longest = mean), one with a body 33x its neighbours; a short tail.
+    values = [b"x" * 10] * 32 + [b"x" * 10] * 31 + [b"x" * 330] + [b"x" * 999] * 5
+    mean = (32 * 10 + 31 * 10 + 330) / 64
+    assert corpus.warp_longest_to_mean(values) == round((10 + 330) / 2 / mean, 3)
+    assert corpus.warp_longest_to_mean([b"abc"] * 64) == 1.0
+    assert corpus.warp_longest_to_mean([b"abc"] * 31) == 1.0
