@@ -27,6 +27,7 @@ native thread) and for k's output. The output is byte-identical to the native co
 
 from __future__ import annotations
 
+import bisect
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -81,6 +82,57 @@ class HostPool:
         return sum(len(b) for b in self._buffers)
 
 
+class InputBuffers:
+    """The input buffers handed out, by address, for as long as something else holds them.
+
+    A batch's columns are looked up here several times per batch, and a caller may hold many packed
+    batches at once (a benchmark packs its whole run first), so a lookup bisects the buffers' sorted
+    start addresses instead of trying each buffer: buffers do not overlap, so only the one starting
+    last at or before an address can hold it. Starts of buffers that have died are dropped when a
+    lookup meets them, and all of them when they outnumber the live buffers.
+    """
+
+    def __init__(self) -> None:
+        """An empty index."""
+        self._by_start: weakref.WeakValueDictionary[int, U8] = weakref.WeakValueDictionary()
+        self._starts: list[int] = []  # sorted; may hold starts of buffers that have died since
+
+    def add(self, buffer: U8) -> None:
+        """Index ``buffer`` until it dies (a new buffer at a dead one's address replaces it)."""
+        start = _address(buffer)
+        if start not in self._by_start:
+            if len(self._starts) > 2 * len(self._by_start) + 16:
+                self._starts = sorted(self._by_start.keys())
+            at = bisect.bisect_left(self._starts, start)
+            if at == len(self._starts) or self._starts[at] != start:
+                self._starts.insert(at, start)
+        self._by_start[start] = buffer
+
+    def holder(self, buf: npt.NDArray[Any]) -> U8 | None:
+        """The indexed buffer that ``buf`` lies wholly inside, if any (None for an empty ``buf``)."""
+        if buf.nbytes == 0:
+            return None
+        at = _address(buf)
+        i = bisect.bisect_right(self._starts, at) - 1
+        while i >= 0:
+            start = self._starts[i]
+            held = self._by_start.get(start)
+            if held is None:  # died since it was indexed
+                del self._starts[i]
+                i -= 1
+                continue
+            return held if at + buf.nbytes <= start + held.nbytes else None
+        return None
+
+    def __len__(self) -> int:
+        """Live buffers indexed."""
+        return len(self._by_start)
+
+
+def _address(array: npt.NDArray[Any]) -> int:
+    return int(array.__array_interface__["data"][0])
+
+
 def _with_room(size: int) -> int:
     """``size`` plus an eighth, rounded up to a whole MiB."""
     return -(-(max(size, 1) + size // 8) // _MIB) * _MIB
@@ -118,8 +170,7 @@ class PackedLane:
         self.clock = clock or StageClock()
         self.pool = HostPool(executor._allocate_host)
         self.inputs = HostPool(executor._allocate_host)
-        # Every input buffer handed out, by its address, for as long as something holds it.
-        self._inputs: weakref.WeakValueDictionary[int, U8] = weakref.WeakValueDictionary()
+        self._inputs = InputBuffers()
         self.rows = 0
         self.taken_rows = 0
         self.copied_batches = 0
@@ -131,18 +182,12 @@ class PackedLane:
         batch whose values lie elsewhere has them copied into the slot's own page-locked buffer first.
         """
         buffer = self.inputs.take(size + 1)
-        self._inputs[buffer.__array_interface__["data"][0]] = buffer
+        self._inputs.add(buffer)
         return buffer
 
     def _holder(self, buf: npt.NDArray[Any]) -> U8 | None:
         """The buffer from :meth:`input_buffer` that ``buf`` (not empty) lies inside, if any."""
-        at = buf.__array_interface__["data"][0]
-        if buf.nbytes == 0:
-            return None
-        for start, held in list(self._inputs.items()):
-            if start <= at and at + buf.nbytes <= start + len(held):
-                return held
-        return None
+        return self._inputs.holder(buf)
 
     def _in_place(self, buf: npt.NDArray[Any]) -> bool:
         """Whether ``buf`` (not empty) lies inside a buffer from :meth:`input_buffer`."""
