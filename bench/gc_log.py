@@ -61,11 +61,12 @@ def window(found: list[Pause], start_s: float, end_s: float) -> dict[str, Any]:
     Listed pauses carry their start as seconds from ``start_s``, to set against a per-second latency.
     """
     inside = [p for p in found if start_s <= p.start_s < end_s]
+    total_ms = sum(p.ms for p in inside)
     return {
         "pauses": len(inside),
-        "total_ms": round(sum(p.ms for p in inside), 1),
+        "total_ms": round(total_ms, 1),
         "max_ms": round(max((p.ms for p in inside), default=0.0), 1),
-        "share": round(sum(p.ms for p in inside) / 1000 / (end_s - start_s), 4) if end_s > start_s else None,
+        "share": round(total_ms / 1000 / (end_s - start_s), 4) if end_s > start_s else None,
         "long": [{"at_s": round(p.start_s - start_s, 3), "ms": p.ms, "kind": p.kind}
                  for p in inside if p.ms >= LISTED_MS],
     }  # fmt: skip
