@@ -45,6 +45,7 @@ class Simulator:
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.prometheus)
+        app.router.add_get("/sim/calls", self.calls)
         return app
 
     def _error(self, route: str, status: int, message: str, **headers: str) -> web.Response:
@@ -190,6 +191,13 @@ class Simulator:
     async def health(self, _request: web.Request) -> web.Response:
         """``GET /health``: 200 with an empty body, as vLLM answers."""
         return web.Response(status=200)
+
+    async def calls(self, _request: web.Request) -> web.Response:
+        """``GET /sim/calls``: calls received per request key (X-Request-Id), for exactly-once checks.
+
+        Not a vLLM route: it lets a test tell which requests a client called again after a crash.
+        """
+        return web.Response(body=orjson.dumps(dict(self.attempts)), content_type=JSON)
 
     async def prometheus(self, _request: web.Request) -> web.Response:
         """``GET /metrics`` in the Prometheus text format."""

@@ -108,3 +108,11 @@ def test_retry_draws_fresh_fault_but_same_body() -> None:
     assert codes == {200, 500}
     ok = {json.dumps({k: v for k, v in json.loads(b).items() if k != "created"}) for c, b in seen if c == 200}
     assert len(ok) == 1
+
+
+def test_calls_route_counts_every_attempt_by_request_id(faulty: Faulty) -> None:
+    with faulty(rate_500=1.0) as url:
+        for rid, times in (("a", 3), ("b", 1)):
+            for _ in range(times):
+                httpx.post(f"{url}/v1/chat/completions", json={"messages": MSG}, headers={"X-Request-Id": rid})
+        assert httpx.get(f"{url}/sim/calls").json() == {"a": 3, "b": 1}
