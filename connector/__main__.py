@@ -31,7 +31,7 @@ log = logging.getLogger("connector")
 def _source_factory(s: config.ConnectorSettings) -> Callable[[Callable[[list[Partition]], None]], Source]:
     def make(on_revoke: Callable[[list[Partition]], None]) -> Source:
         if s.input_topic:
-            return KafkaSource(s.kafka, s.input_topic, s.group_id, s.transactional_id, on_revoke)
+            return KafkaSource(s.kafka, s.input_topic, s.group_id, s.transactional_id, on_revoke, s.state_topic)
         assert s.input_file is not None
         return FileSource(s.kafka, s.input_file, s.state_topic, s.source_id)
 

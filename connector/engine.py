@@ -1,18 +1,21 @@
-"""The connector's loop: read → call vLLM concurrently → commit finished prefixes in transactions.
+"""The connector's loop: read → call vLLM concurrently → commit each finished call promptly.
 
 Threads: the asyncio loop runs intake, HTTP calls and the committer; every Kafka call (poll, produce,
 commit, rebalance callbacks) runs on one dedicated thread so a slow commit never stalls HTTP I/O.
-The trackers are shared by both and guarded by one lock.
+The windows are shared by both and guarded by one lock.
 
-Exactly once: a transaction holds the outputs of a contiguous prefix of each partition's input plus
-the position after it (consumer offsets or the file's state record). A crash at any point leaves the
-committed outputs and positions consistent; the uncommitted suffix is read and called again on
-restart (repeated HTTP calls are the cost, counted by the simulator in the tests).
+Exactly once: a transaction holds the outputs of every call finished since the last one, whatever is
+still running before them, plus each touched partition's progress (the position over the contiguous
+done prefix, and the done offsets ahead of it; see :mod:`connector.progress`). A crash at any point
+leaves committed outputs and progress consistent: a restart reads from the position and skips the
+done offsets, so only calls that were running or finished-but-uncommitted at the crash are made again.
+A slow or retried request delays only its own record, never the ones read after it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -27,15 +30,30 @@ import orjson
 from connector import records
 from connector.http import Caller, Failure, Reply
 from connector.metrics import ConnectorMetrics
+from connector.progress import Progress
 from connector.requests import BodyOptions, Rejected, Request, parse
 from connector.sources import Item, Partition, Source
-from connector.tracker import PrefixTracker
+from connector.tracker import Window
 from llmpipe import kafka_io
 from llmpipe.errors import DeliveryError, FencedError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-_Mark = tuple[PrefixTracker["records.Out"], int]
+PROGRESS_EVERY_S = 10.0
+"""A progress line at most this often, and the committer's longest sleep without news."""
+RETRY_PAUSE_S = 0.2
+"""Pause after a failed transaction before the next try."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A call's output and when it was ready (``time.monotonic()``), for the commit-wait metric."""
+
+    out: records.Out
+    at: float
+
+
+_Mark = tuple[Window[Finished], list[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +66,7 @@ class EngineOptions:
     body: BodyOptions
     max_in_flight: int = 256
     max_pending: int = 2048
-    commit_interval_s: float = 0.2
+    commit_interval_s: float = 0.05
     max_txn_records: int = 5000
     drain_timeout_s: float = 30.0
     poll_batch: int = 500
@@ -64,6 +82,7 @@ class Stats:
     """
 
     read: int = 0
+    already_done: int = 0
     committed: int = 0
     dead_letters: int = 0
     transactions: int = 0
@@ -98,11 +117,11 @@ class Engine:
         self._source_factory = source_factory
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._lock = threading.Lock()
-        self._trackers: dict[Partition, PrefixTracker[records.Out]] = {}
+        self._trackers: dict[Partition, Window[Finished]] = {}
         self._pending = 0
         self._stop = asyncio.Event()
         self._finished = asyncio.Event()
-        self._commit_now = asyncio.Event()  # wakes the committer before its next tick (end of input)
+        self._ready = asyncio.Event()  # something to commit: wakes the committer
         self._slots = asyncio.Semaphore(options.max_in_flight)
         self._tasks: set[asyncio.Task[None]] = set()
         self._source: Source | None = None
@@ -149,7 +168,7 @@ class Engine:
                 committer.result()
             await work
             self._finished.set()
-            self._commit_now.set()
+            self._ready.set()
             await committer
         finally:
             self._finished.set()
@@ -177,13 +196,18 @@ class Engine:
                 await self._admit(item)
 
     async def _admit(self, item: Item) -> None:
-        """Register the item, then answer it now (bad input) or start its call (waits for a slot)."""
+        """Register the item, then skip it (done before), answer it now (bad input) or start its call."""
         with self._lock:
-            tracker = self._trackers.setdefault(item.partition, PrefixTracker())
-            tracker.register(item.offset)
+            tracker = self._trackers.setdefault(item.partition, Window())
+            tracker.register(item.offset, done=item.done)
             self._pending += 1
         self.stats.read += 1
         self.metrics.records_in.inc()
+        if item.done:
+            self.stats.already_done += 1
+            self.metrics.already_done.inc()
+            self._ready.set()
+            return
         origin = records.Origin(item.partition[0], item.partition[1], item.offset, item.value)
         parsed = parse(item.value, self.options.body)
         if isinstance(parsed, Rejected):
@@ -195,7 +219,7 @@ class Engine:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _call(self, tracker: PrefixTracker[records.Out], origin: records.Origin, request: Request) -> None:
+    async def _call(self, tracker: Window[Finished], origin: records.Origin, request: Request) -> None:
         if self.stats.first_call is None:
             self.stats.first_call = time.monotonic()
         self.metrics.in_flight.inc()
@@ -233,9 +257,10 @@ class Engine:
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
             return
 
-    def _complete(self, tracker: PrefixTracker[records.Out], offset: int, out: records.Out) -> None:
+    def _complete(self, tracker: Window[Finished], offset: int, out: records.Out) -> None:
         with self._lock:
-            tracker.complete(offset, out)
+            tracker.complete(offset, Finished(out, time.monotonic()))
+        self._ready.set()
 
     async def _drain(self) -> None:
         """At end of input wait for every call; after stop() wait at most the drain timeout.
@@ -249,82 +274,96 @@ class Engine:
             await asyncio.wait(set(self._tasks), timeout=self.options.drain_timeout_s)
         for task in list(self._tasks):
             task.cancel()
-        # Nothing more will finish: have the committer take what is ready now, not at its next tick.
-        while self._ready_any():
-            self._commit_now.set()
+        # Nothing more will finish: wait until the committer has taken what is left.
+        while self._work_left():
+            self._ready.set()
             await asyncio.sleep(0.01)
 
-    def _ready_any(self) -> bool:
+    def _work_left(self) -> bool:
         with self._lock:
-            return any(t.ready(1)[0] for t in self._trackers.values())
+            return any(t.has_work() for t in self._trackers.values())
 
     async def _commit_loop(self) -> None:
-        """Commit every interval (sooner when woken); after the work is finished, one last round."""
+        """Commit as soon as something finished, at most once per interval; at the end, one last round.
+
+        Transactions run back to back while calls keep finishing, so a finished call waits for at
+        most the transaction under way and its own; the interval only spaces them when load is light.
+        """
         last_log = time.monotonic()
         while True:
             finished = self._finished.is_set()
-            self._commit_now.clear()
+            self._ready.clear()
+            began = time.monotonic()
             ok = await self._on_kafka(self._commit_once)
             if finished:
                 return
-            if time.monotonic() - last_log >= 10:
+            if time.monotonic() - last_log >= PROGRESS_EVERY_S:
                 last_log = time.monotonic()
                 self._progress()
-            if not ok:  # a failed transaction is retried after a full interval, even when woken
-                await asyncio.sleep(self.options.commit_interval_s)
+            if not ok:  # a failed transaction is retried after a pause, even when woken
+                await asyncio.sleep(max(self.options.commit_interval_s, RETRY_PAUSE_S))
                 continue
-            try:
-                async with asyncio.timeout(self.options.commit_interval_s):
-                    await self._commit_now.wait()
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PROGRESS_EVERY_S):
+                    await self._ready.wait()
+            await asyncio.sleep(max(0.0, began + self.options.commit_interval_s - time.monotonic()))
 
     def _progress(self) -> None:
         rate = self.stats.committed / max(1e-9, time.monotonic() - self.stats.started)
         log.info(
-            "committed=%d (%.0f/s) read=%d pending=%d dlq=%d txns=%d aborted=%d",
+            "committed=%d (%.0f/s) read=%d already_done=%d pending=%d dlq=%d txns=%d aborted=%d",
             self.stats.committed,
             rate,
             self.stats.read,
+            self.stats.already_done,
             self._pending,
             self.stats.dead_letters,
             self.stats.transactions,
             self.stats.aborted,
         )
 
-    def _take_ready(self) -> tuple[list[records.Out], dict[Partition, int], dict[Partition, _Mark]]:
-        outs: list[records.Out] = []
-        positions: dict[Partition, int] = {}
-        marks: dict[Partition, tuple[PrefixTracker[records.Out], int]] = {}
+    def _take_ready(self) -> tuple[list[Finished], dict[Partition, Progress], dict[Partition, _Mark]]:
+        """The finished outputs (up to a transaction's worth) and each touched partition's progress."""
+        taken: list[Finished] = []
+        progress: dict[Partition, Progress] = {}
+        marks: dict[Partition, _Mark] = {}
         with self._lock:
             for part, tracker in self._trackers.items():
-                room = self.options.max_txn_records - len(outs)
+                room = self.options.max_txn_records - len(taken)
                 if room <= 0:
                     break
-                ready, next_offset = tracker.ready(room)
-                if next_offset is not None:
-                    outs.extend(ready)
-                    positions[part] = next_offset
-                    marks[part] = (tracker, len(ready))
-        return outs, positions, marks
+                if not tracker.has_work():
+                    continue
+                finished = tracker.finished(room)
+                offsets = [offset for offset, _ in finished]
+                after = tracker.progress_after(offsets)
+                if after is not None:
+                    taken.extend(result for _, result in finished)
+                    progress[part] = after
+                    marks[part] = (tracker, offsets)
+        return taken, progress, marks
 
     def _commit_once(self) -> bool:
-        """One transaction over every partition's finished prefix (Kafka thread); False if it failed."""
-        outs, positions, marks = self._take_ready()
-        if not positions or self._source is None:
+        """One transaction over every call finished since the last (Kafka thread); False if it failed."""
+        taken, progress, marks = self._take_ready()
+        if not progress or self._source is None:
             return True
-        if not self._transact(outs, positions):
+        outs = [f.out for f in taken]
+        if not self._transact(outs, progress):
             return False
         with self._lock:
-            for part, (tracker, count) in marks.items():
+            for part, (tracker, offsets) in marks.items():
                 if self._trackers.get(part) is tracker:
-                    tracker.release(count)
-                    self._pending -= count
-        self._committed(outs)
+                    self._pending -= tracker.commit(offsets)
+        self._committed(taken)
         return True
 
-    def _committed(self, outs: list[records.Out]) -> None:
-        self.stats.last_commit = time.monotonic()
+    def _committed(self, taken: list[Finished]) -> None:
+        now = time.monotonic()
+        for finished in taken:
+            self.metrics.commit_wait.observe(now - finished.at)
+        outs = [f.out for f in taken]
+        self.stats.last_commit = now
         self.stats.committed += len(outs)
         self.stats.transactions += 1
         self.metrics.transactions.labels("committed").inc()
@@ -339,15 +378,15 @@ class Engine:
         if len(outs) > dead:
             self.metrics.records_out.labels("raw").inc(len(outs) - dead)
 
-    def _transact(self, outs: list[records.Out], positions: dict[Partition, int]) -> bool:
-        """Produce + positions + commit; on failure abort or recreate, and report False (retry later)."""
+    def _transact(self, outs: list[records.Out], progress: dict[Partition, Progress]) -> bool:
+        """Produce + progress + commit; on failure abort or recreate, and report False (retry later)."""
         producer, source = self._producer, self._source
         assert producer is not None and source is not None
         try:
             producer.begin()
             for out in outs:
                 producer.produce(out.topic, out.value, out.key, out.headers)
-            source.commit_into(producer, positions)
+            source.commit_into(producer, progress)
             producer.commit()
             return True
         except FencedError:

@@ -23,6 +23,8 @@ class ConnectorMetrics:
     valid_json_tokens: Counter = field(init=False)
     records_in: Counter = field(init=False)
     records_out: Counter = field(init=False)
+    already_done: Counter = field(init=False)
+    commit_wait: Histogram = field(init=False)
     dead_letters: Counter = field(init=False)
     transactions: Counter = field(init=False)
     producer_recreated: Counter = field(init=False)
@@ -40,7 +42,9 @@ class ConnectorMetrics:
         )
         self.retries = Counter("connector_retries", "Retries by cause.", ["cause"], registry=reg)
         self.in_flight = Gauge("connector_in_flight", "HTTP calls in progress.", registry=reg)
-        self.pending = Gauge("connector_pending", "Records read but not yet committed.", registry=reg)
+        self.pending = Gauge(
+            "connector_pending", "Records read and not yet behind the committed position.", registry=reg
+        )
         self.tokens = Counter("connector_tokens", "Tokens reported by usage.", ["kind"], registry=reg)
         self.valid_json_tokens = Counter(
             "connector_valid_json_completion_tokens",
@@ -49,6 +53,17 @@ class ConnectorMetrics:
         )
         self.records_in = Counter("connector_records_in", "Input records read.", registry=reg)
         self.records_out = Counter("connector_records_out", "Records committed by topic kind.", ["kind"], registry=reg)
+        self.already_done = Counter(
+            "connector_records_already_done",
+            "Input records skipped because an earlier run committed their output (after a restart).",
+            registry=reg,
+        )
+        self.commit_wait = Histogram(
+            "connector_commit_wait_seconds",
+            "From a call's outcome to its transaction's commit.",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
         self.dead_letters = Counter("connector_dead_letters", "DLQ records by reason.", ["reason"], registry=reg)
         self.transactions = Counter("connector_transactions", "Transactions by outcome.", ["outcome"], registry=reg)
         self.producer_recreated = Counter(

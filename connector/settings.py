@@ -65,7 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     out = p.add_argument_group("output")
     _opt(out, "--raw-topic", default="llm.raw", help="topic of response bodies")
     _opt(out, "--dlq-topic", default="llm.dlq", help="dead-letter topic")
-    _opt(out, "--state-topic", default="llm.connector.state", help="committed positions of file input")
+    _opt(
+        out,
+        "--state-topic",
+        default="llm.connector.state",
+        help="committed progress of each input partition (compacted)",
+    )
     _opt(out, "--transactional-id", default="llmpipe-connector-0", help="stable id of this instance")
     http = p.add_argument_group("HTTP")
     _opt(http, "--url", default="http://127.0.0.1:8000/v1/chat/completions", help="vLLM endpoint")
@@ -94,7 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     flow = p.add_argument_group("flow")
     _opt(flow, "--max-in-flight", default=256, type=int, help="concurrent HTTP calls")
     _opt(flow, "--max-pending", default=0, type=int, help="read-but-uncommitted cap (0: 8 x in-flight)")
-    _opt(flow, "--commit-interval-ms", default=200, type=int, help="transaction period")
+    _opt(
+        flow,
+        "--commit-interval-ms",
+        default=50,
+        type=int,
+        help="least time between two transactions' starts (finished calls are committed at the next one)",
+    )
     _opt(flow, "--max-txn-records", default=5000, type=int, help="records per transaction")
     _opt(flow, "--drain-timeout-s", default=30.0, type=float, help="on SIGTERM, wait this long for calls")
     _opt(flow, "--max-request-bytes", default=1_000_000, type=int, help="larger input lines → DLQ too_large")
