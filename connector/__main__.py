@@ -135,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # call to last commit, the span the completions/s of a run are measured over.
     first, last = stats.first_call, stats.last_commit
     log.info(
-        "connector done: committed=%d dlq=%d elapsed_s=%.2f rate=%.0f/s startup_s=%.2f work_s=%.2f work_rate=%.0f/s",
+        "connector done: committed=%d dlq=%d elapsed_s=%.2f rate=%.0f/s startup_s=%.2f work_s=%.2f work_rate=%.0f/s "
+        "txns=%d longest_txn_ms=%.0f",
         stats.committed,
         stats.dead_letters,
         elapsed,
@@ -143,6 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (first - stats.started) if first is not None else float("nan"),
         (last - first) if first is not None and last is not None else float("nan"),
         stats.work_rate(),
+        stats.transactions,
+        stats.longest_transaction_s * 1000,
     )
     return 0
 

@@ -86,6 +86,7 @@ class Stats:
     committed: int = 0
     dead_letters: int = 0
     transactions: int = 0
+    longest_transaction_s: float = 0.0
     aborted: int = 0
     started: float = field(default_factory=time.monotonic)
     first_call: float | None = None
@@ -383,11 +384,15 @@ class Engine:
         producer, source = self._producer, self._source
         assert producer is not None and source is not None
         try:
+            began = time.monotonic()
             producer.begin()
             for out in outs:
                 producer.produce(out.topic, out.value, out.key, out.headers)
             source.commit_into(producer, progress)
             producer.commit()
+            took = time.monotonic() - began
+            self.metrics.transaction_time.observe(took)
+            self.stats.longest_transaction_s = max(self.stats.longest_transaction_s, took)
             return True
         except FencedError:
             log.error("producer fenced: another instance owns %s; stopping", "the transactional id")

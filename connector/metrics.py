@@ -25,6 +25,7 @@ class ConnectorMetrics:
     records_out: Counter = field(init=False)
     already_done: Counter = field(init=False)
     commit_wait: Histogram = field(init=False)
+    transaction_time: Histogram = field(init=False)
     dead_letters: Counter = field(init=False)
     transactions: Counter = field(init=False)
     producer_recreated: Counter = field(init=False)
@@ -61,6 +62,12 @@ class ConnectorMetrics:
         self.commit_wait = Histogram(
             "connector_commit_wait_seconds",
             "From a call's outcome to its transaction's commit.",
+            buckets=_LATENCY_BUCKETS,
+            registry=reg,
+        )
+        self.transaction_time = Histogram(
+            "connector_transaction_seconds",
+            "Committed transactions, begin to commit.",
             buckets=_LATENCY_BUCKETS,
             registry=reg,
         )
