@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,43 @@ from llmpipe.settings import Secret, env_option
 
 log = logging.getLogger(__name__)
 rdkafka_log = logging.getLogger("librdkafka")
+
+REPEAT_WINDOW_S = 60.0
+"""librdkafka retries a lost broker every few hundred milliseconds and logs every attempt; the same
+line (numbers aside) is let through once, then once more per this window with its count."""
+
+
+class RepeatFilter(logging.Filter):
+    """Lets a log line through when it differs from the previous one (its digits ignored), else once a window.
+
+    An outage then reads as a few lines, one per change of state ("connect failed", "timed out",
+    back up), not thousands; a repeat that is let through says how often it was held back.
+    """
+
+    def __init__(self, window_s: float = REPEAT_WINDOW_S, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._clock = clock
+        self._last: str | None = None
+        self._since = 0.0
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """True to emit ``record``; a repeat inside the window is held back and counted."""
+        shape = _DIGITS.sub("#", record.getMessage())
+        now = self._clock()
+        if shape == self._last and now - self._since < self.window_s:
+            self._held += 1
+            return False
+        if shape == self._last and self._held:
+            record.msg = f"{record.getMessage()} (the same {self._held} more times in {now - self._since:.0f}s)"
+            record.args = ()
+        self._last, self._since, self._held = shape, now, 0
+        return True
+
+
+_DIGITS = re.compile(r"\d+")
+rdkafka_log.addFilter(RepeatFilter())
 
 Headers = list[tuple[str, bytes]]
 COMPRESSIONS = ("none", "lz4", "zstd", "snappy", "gzip")
@@ -273,6 +311,71 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 60.0) -> None:
             time.sleep(0.2)
     msg = f"Kafka at {settings.bootstrap} not ready after {timeout_s:.0f}s"
     raise SourceError(msg) from last
+
+
+CONNECT_TIMEOUT_S = 30.0
+"""How long a service waits at start for an unreachable cluster before it gives up with one line."""
+
+
+def await_cluster(settings: KafkaSettings, timeout_s: float = CONNECT_TIMEOUT_S, *, say: bool = True) -> None:
+    """Wait until the cluster answers; one line when it does not at once, one clear error when it never does.
+
+    Refused credentials end the wait at once with a ``ConfigError`` naming the address and the user
+    (retrying cannot fix them); an address that does not answer within ``timeout_s`` is a
+    ``SourceError`` naming it. librdkafka's own retry lines are collapsed by :class:`RepeatFilter`.
+    """
+    refused: list[KafkaError] = []
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in _AUTH_ERRORS:
+            refused.append(error)
+
+    config: dict[str, Any] = {**settings.client_config(), "error_cb": on_error}
+    client = AdminClient(config)
+    deadline = time.monotonic() + timeout_s
+    waiting = False
+    while True:
+        try:
+            client.list_topics(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+            if waiting:
+                log.info("Kafka at %s answers", settings.bootstrap)
+            return
+        except KafkaException as exc:
+            client.poll(0.1)  # serves the error callback
+            if refused:
+                raise ConfigError(_auth_message(settings, refused[0])) from exc
+            if time.monotonic() >= deadline:
+                msg = f"cannot reach Kafka at {settings.bootstrap} within {timeout_s:.0f}s ({exc.args[0].str()})"
+                raise SourceError(msg) from exc
+            if say and not waiting:
+                reason = exc.args[0].str()
+                log.warning("waiting for Kafka at %s (up to %.0fs): %s", settings.bootstrap, timeout_s, reason)
+            waiting = True
+            time.sleep(0.2)
+
+
+_AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED,
+                          KafkaError._SSL})  # fmt: skip
+
+
+def _auth_message(settings: KafkaSettings, error: KafkaError) -> str:
+    who = f" as {settings.sasl_username!r}" if settings.sasl_username else ""
+    how = " ".join(part for part in (settings.security_protocol, settings.sasl_mechanism) if part)
+    return f"Kafka at {settings.bootstrap} refused the connection{who} ({how}): {error.str()}"
+
+
+def require_topic(settings: KafkaSettings, topic: str, option: str, timeout_s: float = CONNECT_TIMEOUT_S) -> int:
+    """The partition count of ``topic``; a ``ConfigError`` naming the topic and ``option`` when it does not exist."""
+    client = admin(settings)
+    try:
+        found = client.list_topics(topic, timeout=timeout_s).topics.get(topic)
+    except KafkaException as exc:
+        msg = f"cannot read the metadata of topic {topic} at Kafka {settings.bootstrap}: {exc.args[0].str()}"
+        raise SourceError(msg) from exc
+    if found is None or found.error is not None or not found.partitions:
+        msg = f"{option} {topic}: no such topic at Kafka {settings.bootstrap}"
+        raise ConfigError(msg)
+    return len(found.partitions)
 
 
 def create_topics(

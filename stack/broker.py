@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,11 +41,11 @@ SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl_listener}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl_listener}
 inter.broker.listener.name=PLAINTEXT
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 log.dirs={data}
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -100,16 +101,30 @@ class BrokerDir:
         """The broker's log (stdout, stderr and log4j)."""
         return self.root / "logs" / "server.log"
 
+    @property
+    def sasl_port_file(self) -> Path:
+        """Port of the SASL_PLAINTEXT listener, when the broker has one."""
+        return self.root / "broker.sasl-port"
+
     def pid(self) -> int | None:
-        """PID if the recorded broker process is alive."""
+        """PID of the recorded broker if that process is alive and is this folder's broker.
+
+        A PID alone proves nothing: a killed broker leaves its PID file behind, and the number can
+        belong to another process since (or to a zombie not yet reaped).
+        """
         if not self.pid_file.exists():
             return None
-        pid = int(self.pid_file.read_text())
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+            pid = int(self.pid_file.read_text())
+        except ValueError:
             return None
-        return pid
+        return pid if is_broker(pid, self.root / "server.properties") else None
+
+    def sasl_bootstrap(self) -> str | None:
+        """``127.0.0.1:<port>`` of the SASL_PLAINTEXT listener, if any."""
+        if not self.sasl_port_file.exists():
+            return None
+        return f"127.0.0.1:{self.sasl_port_file.read_text().strip()}"
 
     def bootstrap(self) -> str:
         """``127.0.0.1:<port>`` of the recorded broker."""
@@ -120,6 +135,30 @@ class BrokerDir:
         if not self.log_file.exists():
             return "(no broker log)"
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+
+def is_broker(pid: int, config: Path) -> bool:
+    """True when ``pid`` is a live (not zombie) Kafka broker started with ``config``."""
+    proc = Path("/proc") / str(pid)
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = (proc / "cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    return state not in {"Z", "X"} and b"kafka.Kafka" in argv and str(config).encode() in argv
+
+
+def sasl_listener(port: int | None, users: Mapping[str, str]) -> tuple[str, str]:
+    """The extra ``listeners`` entry and the properties of a SASL_PLAINTEXT listener with PLAIN users.
+
+    Both are empty without a port.
+    """
+    if port is None:
+        return "", ""
+    entries = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    config = ("sasl.enabled.mechanisms=PLAIN\nlistener.name.sasl_plaintext.plain.sasl.jaas.config="
+              f"org.apache.kafka.common.security.plain.PlainLoginModule required {entries};\n")  # fmt: skip
+    return f",SASL_PLAINTEXT://127.0.0.1:{port}", config
 
 
 def new_cluster_id() -> str:
@@ -137,6 +176,7 @@ def start(
     full_jit: bool = False,
     rebalance_delay_ms: int = 0,
     gc_pause_ms: int = GC_PAUSE_MS,
+    sasl_users: Mapping[str, str] | None = None,
 ) -> BrokerDir:
     """Format storage (first time only) and start a broker in ``root``; return once it serves requests.
 
@@ -145,7 +185,8 @@ def start(
     optimize fully and ``rebalance_delay_ms`` (Kafka's default is 3000) lets a group of many members
     starting together join in one rebalance, for throughput runs. The JVM runs with the garbage
     collector settings of Kafka's own start scripts (``jvm_options``) and logs its collections to
-    ``logs/kafkaServer-gc.log`` as they do.
+    ``logs/kafkaServer-gc.log`` as they do. ``sasl_users`` (name → password) adds a SASL_PLAINTEXT
+    listener with PLAIN authentication on another port (:meth:`BrokerDir.sasl_bootstrap`).
     """
     run = BrokerDir(root)
     if run.pid() is not None:
@@ -153,9 +194,12 @@ def start(
     port = port or (int(run.port_file.read_text()) if run.port_file.exists() else free_port())
     (root / "logs").mkdir(parents=True, exist_ok=True)
     config = root / "server.properties"
+    sasl_port = free_port() if sasl_users else None
+    listener, sasl_config = sasl_listener(sasl_port, sasl_users or {})
     config.write_text(SERVER_PROPERTIES.format(
-        port=port, controller_port=free_port(), data=root / "data", rebalance_delay_ms=rebalance_delay_ms
-    ))
+        port=port, controller_port=free_port(), data=root / "data", rebalance_delay_ms=rebalance_delay_ms,
+        sasl_listener=listener,
+    ) + sasl_config)
     classpath = f"{jar_dir('kafka')}/*"
     jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]
     if not (root / "data" / "meta.properties").exists():
@@ -166,6 +210,10 @@ def start(
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     run.pid_file.write_text(str(proc.pid))
     run.port_file.write_text(str(port))
+    if sasl_port is not None:
+        run.sasl_port_file.write_text(str(sasl_port))
+    else:
+        run.sasl_port_file.unlink(missing_ok=True)
     _await_ready(run, proc, timeout_s)
     return run
 

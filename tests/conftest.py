@@ -28,11 +28,27 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettings]:
     from stack import broker
 
     root = tmp_path_factory.mktemp("kafka")
-    run = broker.start(root)
+    run = broker.start(root, sasl_users={SASL_USER: SASL_PASSWORD})
     try:
         yield KafkaSettings(bootstrap=run.bootstrap())
     finally:
         broker.stop(root)
+
+
+SASL_USER, SASL_PASSWORD = "llmpipe-test", "sasl-test-password"
+"""The PLAIN user of the session broker's SASL_PLAINTEXT listener."""
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl(kafka: KafkaSettings, kafka_dir: Path | None) -> str:
+    """Bootstrap of the session broker's SASL_PLAINTEXT listener (user ``SASL_USER``)."""
+    del kafka
+    from stack import broker
+
+    found = broker.BrokerDir(kafka_dir).sasl_bootstrap() if kafka_dir is not None else None
+    if found is None:
+        pytest.skip("the broker under test has no SASL listener of ours")
+    return found
 
 
 @pytest.fixture(scope="session")
