@@ -89,6 +89,9 @@ class KafkaSettings:
     consumers' decompressing but costs the broker more per record (1.7 times as much with a broker on the same
     host), so it pays only where the broker has CPU to spare."""
     extra: Mapping[str, str] = field(default_factory=dict)
+    wait_s: float = 30.0
+    """How long a service waits at start for a cluster that does not answer before it gives up
+    with one line (see :func:`await_cluster`); once running, an outage is ridden out instead."""
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -129,6 +132,8 @@ class KafkaSettings:
         env_option(group, "--compression", "KAFKA_COMPRESSION", default="lz4", choices=COMPRESSIONS,
                    help="compression of the record batches this service produces (none: no CPU spent on it "
                    "here or in consumers, more in the broker)")
+        env_option(group, "--kafka-wait-s", "KAFKA_WAIT_S", default=30.0, type=float,
+                   help="at start, how long to wait for a Kafka cluster that does not answer before exiting")
         del prefix
 
     @classmethod
@@ -142,6 +147,7 @@ class KafkaSettings:
             sasl_password=Secret(args.sasl_password or ""),
             ssl_ca_location=args.ssl_ca_location,
             compression=args.compression,
+            wait_s=args.kafka_wait_s,
         )
 
 
@@ -313,11 +319,7 @@ def wait_ready(settings: KafkaSettings, timeout_s: float = 60.0) -> None:
     raise SourceError(msg) from last
 
 
-CONNECT_TIMEOUT_S = 30.0
-"""How long a service waits at start for an unreachable cluster before it gives up with one line."""
-
-
-def await_cluster(settings: KafkaSettings, timeout_s: float = CONNECT_TIMEOUT_S, *, say: bool = True) -> None:
+def await_cluster(settings: KafkaSettings, timeout_s: float | None = None, *, say: bool = True) -> None:
     """Wait until the cluster answers; one line when it does not at once, one clear error when it never does.
 
     Refused credentials end the wait at once with a ``ConfigError`` naming the address and the user
@@ -332,6 +334,7 @@ def await_cluster(settings: KafkaSettings, timeout_s: float = CONNECT_TIMEOUT_S,
 
     config: dict[str, Any] = {**settings.client_config(), "error_cb": on_error}
     client = AdminClient(config)
+    timeout_s = settings.wait_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
     waiting = False
     while True:
@@ -364,7 +367,7 @@ def _auth_message(settings: KafkaSettings, error: KafkaError) -> str:
     return f"Kafka at {settings.bootstrap} refused the connection{who} ({how}): {error.str()}"
 
 
-def require_topic(settings: KafkaSettings, topic: str, option: str, timeout_s: float = CONNECT_TIMEOUT_S) -> int:
+def require_topic(settings: KafkaSettings, topic: str, option: str, timeout_s: float = 30.0) -> int:
     """The partition count of ``topic``; a ``ConfigError`` naming the topic and ``option`` when it does not exist."""
     client = admin(settings)
     try:
