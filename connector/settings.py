@@ -3,17 +3,59 @@
 from __future__ import annotations
 
 import argparse
-import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from connector.http import HttpOptions
 from connector.retry import RetryPolicy
+from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings
-from llmpipe.settings import Secret, env_option, parse_args
+from llmpipe.runtime import logging_spec
+from llmpipe.settings import (
+    Bounded,
+    Checked,
+    Secret,
+    check_kafka_options,
+    env_option,
+    non_empty,
+    non_negative_float,
+    non_negative_int,
+    parse_args,
+    port,
+    positive_float,
+    positive_int,
+    require_file,
+    topic_name,
+)
+
+MIN_RECORD_BYTES = 16 * 1024
+"""Least ``--max-record-bytes``: a dead letter's headers (its error text alone may take 1,000 bytes, and
+the input's path or topic) must fit in a record, with some of the original value."""
+
+
+def _http_url(text: str) -> str:
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = "not an http(s) URL"
+        raise ValueError(msg)
+    _ = parts.port  # ValueError for a port that is not a number in 0-65535
+    return text
+
+
+def _schema_name(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", text):
+        msg = "not a schema name"
+        raise ValueError(msg)
+    return text
+
+
+http_url = Checked("an http:// or https:// URL with a host", _http_url)
+schema_name = Checked("1-64 letters, digits, '_' or '-' (as response_format names go)", _schema_name)
+record_bytes = Bounded(int, MIN_RECORD_BYTES)
 
 
 @dataclass(frozen=True)
@@ -59,32 +101,34 @@ def build_parser() -> argparse.ArgumentParser:
     """All options; each falls back to ``CONNECTOR_<OPTION>`` (Kafka ones to ``KAFKA_*``)."""
     p = argparse.ArgumentParser(prog="python -m connector", description="Prompts → vLLM → llm.raw / llm.dlq.")
     src = p.add_argument_group("input (one of)")
-    _opt(src, "--input-topic", help="Kafka topic of requests (consumer group input)")
+    _opt(src, "--input-topic", type=topic_name, help="Kafka topic of requests (consumer group input)")
     _opt(src, "--input-file", help="JSONL file of requests; '-' reads stdin")
-    _opt(src, "--group-id", default="llmpipe-connector", help="consumer group of --input-topic")
+    _opt(src, "--group-id", default="llmpipe-connector", type=non_empty, help="consumer group of --input-topic")
     out = p.add_argument_group("output")
-    _opt(out, "--raw-topic", default="llm.raw", help="topic of response bodies")
-    _opt(out, "--dlq-topic", default="llm.dlq", help="dead-letter topic")
+    _opt(out, "--raw-topic", default="llm.raw", type=topic_name, help="topic of response bodies")
+    _opt(out, "--dlq-topic", default="llm.dlq", type=topic_name, help="dead-letter topic")
     _opt(
         out,
         "--state-topic",
         default="llm.connector.state",
+        type=topic_name,
         help="committed progress of each input partition (compacted)",
     )
-    _opt(out, "--transactional-id", default="llmpipe-connector-0", help="stable id of this instance")
+    _opt(out, "--transactional-id", default="llmpipe-connector-0", type=non_empty, help="stable id of this instance")
     http = p.add_argument_group("HTTP")
-    _opt(http, "--url", default="http://127.0.0.1:8000/v1/chat/completions", help="vLLM endpoint")
-    _opt(http, "--model", default="llmpipe/sim-8b", help="model for requests that name none")
+    _opt(http, "--url", default="http://127.0.0.1:8000/v1/chat/completions", type=http_url, help="vLLM endpoint")
+    _opt(http, "--model", default="llmpipe/sim-8b", type=non_empty, help="model for requests that name none")
     _opt(http, "--api-key", help="bearer token (prefer the env var)", shown="secret")
-    _opt(http, "--timeout-s", default=60.0, type=float, help="per-attempt timeout")
-    _opt(http, "--connect-timeout-s", default=5.0, type=float, help="connect timeout")
-    _opt(http, "--max-attempts", default=4, type=int, help="attempts per request incl. the first")
-    _opt(http, "--backoff-base-s", default=0.5, type=float, help="first backoff")
-    _opt(http, "--backoff-max-s", default=8.0, type=float, help="backoff cap")
-    _opt(http, "--max-retry-after-s", default=60.0, type=float, help="longest Retry-After honoured")
+    _opt(http, "--timeout-s", default=60.0, type=positive_float, help="per-attempt timeout (> 0)")
+    _opt(http, "--connect-timeout-s", default=5.0, type=positive_float, help="connect timeout (> 0)")
+    _opt(http, "--max-attempts", default=4, type=positive_int, help="attempts per request incl. the first (>= 1)")
+    _opt(http, "--backoff-base-s", default=0.5, type=non_negative_float, help="first backoff (>= 0)")
+    _opt(http, "--backoff-max-s", default=8.0, type=non_negative_float, help="backoff cap (>= 0)")
+    _opt(http, "--max-retry-after-s", default=60.0, type=non_negative_float,
+         help="longest Retry-After honoured (>= 0)")  # fmt: skip
     _opt(http, "--stream", action="store_true", default=False, help="capture via SSE, reassembled")
     _opt(http, "--json-schema", help="content JSON Schema sent as response_format json_schema")
-    _opt(http, "--schema-name", default="content", help="name of the schema in response_format")
+    _opt(http, "--schema-name", default="content", type=schema_name, help="name of the schema in response_format")
     _opt(http, "--ca-file", help="CA bundle for an https endpoint")
     _opt(http, "--client-cert", help="client certificate (PEM)")
     _opt(http, "--client-key", help="client key (PEM)")
@@ -97,51 +141,58 @@ def build_parser() -> argparse.ArgumentParser:
         help="direct: aiohttp session; aiohttp: httpx over the aiohttp transport; httpx: httpx's own pool",
     )
     flow = p.add_argument_group("flow")
-    _opt(flow, "--max-in-flight", default=256, type=int, help="concurrent HTTP calls")
-    _opt(flow, "--max-pending", default=0, type=int, help="read-but-uncommitted cap (0: 8 x in-flight)")
+    _opt(flow, "--max-in-flight", default=256, type=positive_int, help="concurrent HTTP calls (>= 1)")
+    _opt(flow, "--max-pending", default=0, type=non_negative_int, help="read-but-uncommitted cap (0: 8 x in-flight)")
     _opt(
         flow,
         "--commit-interval-ms",
         default=50,
-        type=int,
+        type=non_negative_int,
         help="least time between two transactions' starts (finished calls are committed at the next one)",
     )
-    _opt(flow, "--max-txn-records", default=5000, type=int, help="records per transaction")
-    _opt(flow, "--drain-timeout-s", default=30.0, type=float, help="on SIGTERM, wait this long for calls")
-    _opt(flow, "--max-request-bytes", default=1_000_000, type=int, help="larger input lines → DLQ too_large")
+    _opt(flow, "--max-txn-records", default=5000, type=positive_int, help="records per transaction (>= 1)")
+    _opt(flow, "--drain-timeout-s", default=30.0, type=non_negative_float, help="on SIGTERM, wait this long for calls")
+    _opt(flow, "--max-request-bytes", default=1_000_000, type=positive_int,
+         help="larger input lines → DLQ too_large")  # fmt: skip
     _opt(
         flow,
         "--max-record-bytes",
         default=1_000_000,
-        type=int,
-        help="largest raw/DLQ record (body + key + headers); larger replies → DLQ too_large",
+        type=record_bytes,
+        help=f"largest raw/DLQ record (body + key + headers); larger replies → DLQ too_large (>= {MIN_RECORD_BYTES})",
     )
-    _opt(p, "--metrics-port", type=int, help="serve Prometheus metrics on this port")
-    _opt(p, "--metrics-host", default="127.0.0.1", help="address the metrics server binds (0.0.0.0 in containers)")
-    _opt(p, "--log-level", default="INFO", help="logging level")
+    _opt(p, "--metrics-port", type=port, help="serve Prometheus metrics on this port (1-65535; unset: none)")
+    _opt(p, "--metrics-host", default="127.0.0.1", type=non_empty,
+         help="address the metrics server binds (0.0.0.0 in containers)")  # fmt: skip
+    _opt(p, "--log-level", default="INFO", type=logging_spec, help="logging level, then any logger=LEVEL")
     KafkaSettings.add_options(p, "CONNECTOR")
     return p
 
 
 def _schema(path: str | None) -> dict[str, Any] | None:
-    if not path:
-        return None
-    try:
-        loaded = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        msg = f"cannot read JSON schema {path}: {exc}"
-        raise ConfigError(msg) from exc
-    if not isinstance(loaded, dict):
-        msg = f"JSON schema {path} is not an object"
-        raise ConfigError(msg)
-    return loaded
+    """The content schema to send, checked by the rules gpu_stage and the simulator hold it to."""
+    return load_content_schema(path, "--json-schema") if path else None
 
 
-def from_args(args: argparse.Namespace) -> ConnectorSettings:
-    """Validate and freeze the parsed options."""
+def _check_files(args: argparse.Namespace) -> None:
+    """Files named by options exist now, rather than failing at the first read or TLS handshake."""
     if bool(args.input_topic) == bool(args.input_file):
         msg = "give exactly one of --input-topic / --input-file"
         raise ConfigError(msg)
+    if args.input_file != "-":
+        require_file(args.input_file, "--input-file")
+    require_file(args.ca_file, "--ca-file")
+    require_file(args.client_cert, "--client-cert")
+    require_file(args.client_key, "--client-key")
+    if args.client_key and not args.client_cert:
+        msg = "--client-key needs --client-cert (the key of which certificate?)"
+        raise ConfigError(msg)
+    check_kafka_options(args)
+
+
+def from_args(args: argparse.Namespace) -> ConnectorSettings:
+    """Validate and freeze the parsed options (ranges were checked as they were parsed)."""
+    _check_files(args)
     http = HttpOptions(
         url=args.url,
         api_key=Secret(args.api_key or ""),

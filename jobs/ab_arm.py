@@ -28,7 +28,7 @@ from jobs.sinks import Output, sink_ddl
 from jobs.typed_table import dlq_table_ddl, typed_table_ddl
 from llmpipe import headers
 from llmpipe.errors import ConfigError
-from llmpipe.settings import env_option
+from llmpipe.settings import env_option, topic_name
 
 SOURCE = "typed"
 DLQ = "dlq"
@@ -92,7 +92,7 @@ def build_job(t_env: Any, settings: cli.JobSettings) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jobs.ab_arm``."""
     p = cli.parser("jobs.ab_arm", __doc__)
-    env_option(p, "--dlq-topic", "DLQ_TOPIC", default=cli.DEFAULT_DLQ_TOPIC, help="dead-letter topic")
+    env_option(p, "--dlq-topic", "DLQ_TOPIC", default=cli.DEFAULT_DLQ_TOPIC, type=topic_name, help="dead-letter topic")
     return cli.run(build_job, p, argv)
 
 

@@ -34,7 +34,7 @@ from jobs.peer_sql import (
 from jobs.typed_table import TopicSource, kafka_properties, source_options, with_clause
 from llmpipe import headers
 from llmpipe.record import TypedRecord
-from llmpipe.settings import env_option
+from llmpipe.settings import env_option, topic_name
 
 RAW = "raw_bodies"
 SINK = "peer_typed"
@@ -163,9 +163,8 @@ def build_job(t_env: Any, settings: cli.JobSettings, raw_topic: str = DEFAULT_RA
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jobs.peer_raw``: ``--typed-topic`` is the output here."""
     p = cli.parser("jobs.peer_raw", __doc__, with_sink=False)
-    env_option(p, "--raw-topic", "RAW_TOPIC", default=DEFAULT_RAW_TOPIC, help="raw bodies topic")
-    args = p.parse_args(argv)
-    return cli.run(lambda t_env, s: build_job(t_env, s, args.raw_topic), p, argv)
+    env_option(p, "--raw-topic", "RAW_TOPIC", default=DEFAULT_RAW_TOPIC, type=topic_name, help="raw bodies topic")
+    return cli.run_with_args(lambda t_env, s, args: build_job(t_env, s, args.raw_topic), p, argv)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ sent to vLLM as ``response_format`` and defines these columns, so the three can 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -14,6 +13,8 @@ from typing import Any
 
 from fastavro.schema import fingerprint, parse_schema, to_parsing_canonical_form
 
+from llmpipe.content_schema import DEFAULT_CONTENT_SCHEMA as DEFAULT_CONTENT_SCHEMA  # re-exported
+from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.types import (
     BIGINT,
@@ -30,8 +31,6 @@ from llmpipe.types import (
     avro_schema,
     ddl_columns,
 )
-
-DEFAULT_CONTENT_SCHEMA = Path(__file__).with_name("schemas") / "default_content.schema.json"
 
 CHOICE = Row(
     (
@@ -116,14 +115,13 @@ class TypedRecord:
     content_schema: dict[str, Any]
 
     @classmethod
-    def from_file(cls, path: Path | str | None = None) -> TypedRecord:
-        """Load the content JSON Schema (the bundled default when ``path`` is None)."""
-        source = Path(path) if path else DEFAULT_CONTENT_SCHEMA
-        try:
-            return cls(json.loads(source.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            msg = f"cannot read content schema {source}: {exc}"
-            raise ConfigError(msg) from exc
+    def from_file(cls, path: Path | str | None = None, option: str = "--content-schema") -> TypedRecord:
+        """Load the content JSON Schema (the bundled default when ``path`` is None).
+
+        Through :func:`~llmpipe.content_schema.load_content_schema`, so every command refuses the
+        same schemas with the same words; ``option`` is the flag named in them.
+        """
+        return cls(load_content_schema(path, option))
 
     @cached_property
     def content(self) -> Row:

@@ -7,11 +7,17 @@ which (``[env: NAME]``), as bytewax does. Library code receives the settings obj
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from llmpipe.errors import ConfigError
+
+T = TypeVar("T")
 
 
 class Secret:
@@ -41,6 +47,182 @@ class Secret:
         return hash(self._value)
 
 
+class Refused(argparse.ArgumentTypeError):
+    """A value outside an option's allowed values; :func:`parse_args` reports it as one line, not as usage."""
+
+
+@dataclass(frozen=True)
+class RefusedEnv:
+    """The default of an option whose environment variable holds a refused value.
+
+    Kept as the default instead of raising while the parser is built, so the error comes out of
+    :func:`parse_args` like any other (one line, exit 2), and a value given on the command line,
+    which wins over the variable, still lets the command run.
+    """
+
+    message: str
+
+
+def _shown(text: str) -> str:
+    """``text`` as an error quotes it: numbers as written, anything else in quotes (spaces show)."""
+    try:
+        float(text)
+    except ValueError:
+        return repr(text)
+    return text.strip()
+
+
+def _bound(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """An argparse ``type``: an integer or a number within bounds; anything else is :class:`Refused`.
+
+    Every numeric option of every command takes one, so the allowed range is stated in one
+    wording everywhere (``--max-in-flight must be an integer >= 1, not 0``), for a flag or an env var.
+    """
+
+    kind: type[int] | type[float]
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
+    """The low bound itself is refused (``> low`` rather than ``>= low``)."""
+    or_zero: bool = False
+    """0 is allowed besides the range (an option whose 0 means "off")."""
+
+    @property
+    def allowed(self) -> str:
+        """What the option takes, in words: ``an integer >= 1``, ``a number in (0, 1]``."""
+        what = "an integer" if self.kind is int else "a number"
+        if self.low is not None and self.high is not None:
+            opening = "(" if self.above else "["
+            what += f" in {opening}{_bound(self.low)}, {_bound(self.high)}]"
+        elif self.low is not None:
+            what += f" {'>' if self.above else '>='} {_bound(self.low)}"
+        elif self.high is not None:
+            what += f" <= {_bound(self.high)}"
+        return f"0 or {what}" if self.or_zero else what
+
+    def __call__(self, text: str) -> int | float:
+        """``text`` as the option's value; :class:`Refused` when it is not one."""
+        msg = f"must be {self.allowed}, not {_shown(text)}"
+        try:
+            value = self.kind(text)
+        except ValueError as exc:
+            raise Refused(msg) from exc
+        if not self.accepts(value):
+            raise Refused(msg)
+        return value
+
+    def accepts(self, value: float) -> bool:
+        """Whether ``value`` (already of :attr:`kind`) is in range."""
+        if self.or_zero and value == 0:
+            return True
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value <= self.low if self.above else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+
+integer = Bounded(int)
+"""Any integer (a seed)."""
+positive_int = Bounded(int, 1)
+"""A count that must not be zero: 0 items per batch, call or transaction makes a service idle or spin."""
+non_negative_int = Bounded(int, 0)
+"""A count or duration in ms whose 0 has a documented meaning (off, unlimited, no wait)."""
+positive_float = Bounded(float, 0, above=True)
+"""A duration or rate in seconds that must not be zero (a timeout of 0 fails every call)."""
+non_negative_float = Bounded(float, 0)
+"""A duration in seconds where 0 means "no wait"."""
+ratio = Bounded(float, 0, 1)
+"""A probability or share."""
+port = Bounded(int, 1, 65535)
+"""A TCP port to listen on or connect to."""
+port_or_any = Bounded(int, 0, 65535)
+"""A TCP port to listen on, where 0 lets the OS pick a free one (the command says which it got)."""
+
+
+class Checked(Generic[T]):
+    """An argparse ``type`` from a converter that raises ``ValueError``, and words for what it allows."""
+
+    def __init__(self, allowed: str, convert: Callable[[str], T]) -> None:
+        self.allowed = allowed
+        self._convert = convert
+
+    def __call__(self, text: str) -> T:
+        """``text`` converted; :class:`Refused` (with :attr:`allowed`) when the converter refuses it."""
+        try:
+            return self._convert(text)
+        except ValueError as exc:
+            msg = f"must be {self.allowed}, not {text!r}"
+            raise Refused(msg) from exc
+
+    def __repr__(self) -> str:
+        return f"Checked({self.allowed!r})"
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        msg = "empty"
+        raise ValueError(msg)
+    return text
+
+
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+
+
+def _topic(text: str) -> str:
+    if not _TOPIC.fullmatch(text) or text in {".", ".."}:
+        msg = "not a topic name"
+        raise ValueError(msg)
+    return text
+
+
+non_empty = Checked("a non-empty string", _non_empty)
+"""A name that must be given (a group id, a transactional id, a model)."""
+topic_name = Checked("a Kafka topic name (1-249 letters, digits, '.', '_' or '-')", _topic)
+"""A topic the command reads, writes or creates: Kafka refuses other names, but only once the run began."""
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _switch(text: str) -> bool:
+    word = text.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    msg = f"must be one of {', '.join(_TRUE + _FALSE[:-1])} (or empty), not {text!r}"
+    raise Refused(msg)
+
+
+def _env_value(text: str, kwargs: Mapping[str, Any]) -> Any:
+    """The option's value from its env var's ``text``: converted, checked against choices; :class:`Refused`."""
+    if kwargs.get("action") == "store_true":
+        return _switch(text)
+    kind = kwargs.get("type")
+    value = kind(text) if kind is not None and kwargs.get("action") is None else text
+    choices = kwargs.get("choices")
+    if choices is not None and value not in choices:
+        msg = f"must be one of {', '.join(map(str, choices))}, not {text!r}"
+        raise Refused(msg)
+    return value
+
+
+def _env_default(env: str, flag: str, text: str, kwargs: Mapping[str, Any]) -> Any:
+    """The default an env var gives ``flag``, or a :class:`RefusedEnv` that says why it cannot."""
+    try:
+        return _env_value(text, kwargs)
+    except Refused as exc:
+        return RefusedEnv(f"{env} ({flag}) {exc}")
+    except (ValueError, TypeError) as exc:
+        return RefusedEnv(f"{env} ({flag}) is not valid: {exc}")
+
+
 def env_option(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     flag: str,
@@ -51,21 +233,78 @@ def env_option(
     environ: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Add ``flag`` whose default comes from ``env`` when set, with both shown in ``--help``."""
+    """Add ``flag`` whose default comes from ``env`` when set, with both shown in ``--help``.
+
+    The env value goes through the option's ``type`` and ``choices`` as a flag's would (argparse
+    checks neither on a default); a refused one is reported by :func:`parse_args`.
+    """
     source = os.environ if environ is None else environ
-    value = source.get(env, default)
-    kind = kwargs.get("type")
-    if env in source and kind is not None and kwargs.get("action") is None:
-        value = kind(value)
-    if kwargs.get("action") == "store_true" and env in source:
-        value = source[env].strip().lower() in {"1", "true", "yes", "on"}
+    value = _env_default(env, flag, source[env], kwargs) if env in source else default
     shown = "***" if "secret" in kwargs.pop("shown", "") else default
     parser.add_argument(flag, default=value, help=f"{help} [env: {env}] (default: {shown})", **kwargs)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
-    """Parse ``argv`` (``sys.argv[1:]`` when None)."""
-    return parser.parse_args(None if argv is None else list(argv))
+    """Parse ``argv`` (``sys.argv[1:]`` when None); a refused value is a one-line :class:`ConfigError`.
+
+    A value a ``type`` refuses (given as a flag, or from an env var) names the option (and the
+    variable) and what it allows, without the usage text: the mistake is the value, not the command
+    line. Argparse's own errors (unknown option, missing value, a choice) stay usage errors (exit 2).
+    """
+    parser.exit_on_error = False
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+    except argparse.ArgumentError as exc:
+        if isinstance(exc.__context__, Refused) and exc.argument_name:
+            msg = f"{exc.argument_name} {exc.message}"
+            raise ConfigError(msg) from exc
+        parser.error(str(exc))
+    for value in vars(args).values():
+        if isinstance(value, RefusedEnv):
+            raise ConfigError(value.message)
+    return args
+
+
+def require_file(path: str | None, option: str) -> None:
+    """Refuse a ``path`` that is not a readable file now rather than when first opened, mid-run."""
+    if not path:
+        return
+    where = Path(path)
+    if not where.exists():
+        problem = "no such file"
+    elif where.is_dir():
+        problem = "is a folder, not a file"
+    elif not os.access(where, os.R_OK):
+        problem = "cannot be read (permission denied)"
+    else:
+        return
+    msg = f"{option} {path}: {problem}"
+    raise ConfigError(msg)
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("GSSAPI", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+def check_one_of(value: str | None, option: str, allowed: Iterable[str]) -> None:
+    """Refuse ``value`` (when set) unless it is one of ``allowed`` (compared without case)."""
+    names = tuple(allowed)
+    if value is not None and value.upper() not in names:
+        msg = f"{option} must be one of {', '.join(names)}, not {value!r}"
+        raise ConfigError(msg)
+
+
+def check_kafka_options(args: argparse.Namespace) -> None:
+    """Check the shared Kafka options at start (librdkafka would refuse them only when a client is made)."""
+    if not args.bootstrap.strip():
+        msg = f"--bootstrap must be host:port[,host:port…], not {args.bootstrap!r}"
+        raise ConfigError(msg)
+    check_one_of(args.security_protocol, "--security-protocol", SECURITY_PROTOCOLS)
+    check_one_of(args.sasl_mechanism or None, "--sasl-mechanism", SASL_MECHANISMS)
+    location = args.ssl_ca_location
+    if location and location != "probe" and not Path(location).exists():
+        msg = f"--ssl-ca-location {location}: no such file or folder"
+        raise ConfigError(msg)
 
 
 ClientConfig = tuple[tuple[str, str], ...]

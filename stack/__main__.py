@@ -9,42 +9,77 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from llmpipe.errors import PipelineError
+from llmpipe.errors import ConfigError, PipelineError
 from llmpipe.kafka_io import KafkaSettings, create_topics
 from llmpipe.runtime import configure_logging
-from llmpipe.settings import env_option
+from llmpipe.settings import (
+    Bounded,
+    Checked,
+    Refused,
+    env_option,
+    non_empty,
+    non_negative_int,
+    parse_args,
+    port_or_any,
+    positive_int,
+    topic_name,
+)
 from stack import broker, jars
 
 DEFAULT_TOPICS = "llm.requests:4,llm.raw:8,llm.dlq:8,llm.features:1"
+MIN_HEAP_MB = 128
+"""Least broker heap accepted (the default is 512): with a few MB the broker cannot start, and ``up`` would
+only see it never answer."""
+
+
+def _topics(spec: str) -> dict[str, int]:
+    """``name:partitions,…`` (partitions default to 1) → partition count per topic; ``ValueError`` if malformed."""
+    topics = {}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, count = item.partition(":")
+        partitions = int(count) if sep else 1
+        if partitions < 1:
+            msg = f"{name}: partitions must be >= 1"
+            raise ValueError(msg)
+        try:
+            topics[topic_name(name)] = partitions
+        except Refused as exc:
+            raise ValueError(str(exc)) from exc
+    return topics
+
+
+topic_spec = Checked("name:partitions,… (topic names, partitions >= 1)", _topics)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "status", "jars"])
-    env_option(parser, "--dir", "STACK_DIR", default=".stack", help="run folder (config, data, pid, logs)")
-    env_option(parser, "--port", "STACK_KAFKA_PORT", default=19092, type=int, help="broker client port")
-    env_option(parser, "--topics", "STACK_TOPICS", default=DEFAULT_TOPICS,
+    env_option(parser, "--dir", "STACK_DIR", default=".stack", type=non_empty,
+               help="run folder (config, data, pid, logs)")
+    env_option(parser, "--port", "STACK_KAFKA_PORT", default=19092, type=port_or_any,
+               help="broker client port (0-65535; 0: the run folder's last port, else a free one)")
+    env_option(parser, "--topics", "STACK_TOPICS", default=DEFAULT_TOPICS, type=topic_spec,
                help="topics to create on up, as name:partitions,…")
-    env_option(parser, "--heap-mb", "STACK_KAFKA_HEAP_MB", default=512, type=int, help="broker JVM heap")
+    env_option(parser, "--heap-mb", "STACK_KAFKA_HEAP_MB", default=512, type=Bounded(int, MIN_HEAP_MB),
+               help=f"broker JVM heap (>= {MIN_HEAP_MB})")
     parser.add_argument("--full-jit", action="store_true",
                         help="let the broker's JVM optimize fully (throughput runs; slower start)")
-    env_option(parser, "--gc-pause-ms", "STACK_KAFKA_GC_PAUSE_MS", default=broker.GC_PAUSE_MS, type=int,
-               help="the broker's G1 pause-time goal (-XX:MaxGCPauseMillis; Kafka's scripts use 20, the JVM 200)")
-    parser.add_argument("--rebalance-delay-ms", type=int, default=0,
+    env_option(parser, "--gc-pause-ms", "STACK_KAFKA_GC_PAUSE_MS", default=broker.GC_PAUSE_MS, type=positive_int,
+               help="the broker's G1 pause-time goal (-XX:MaxGCPauseMillis, >= 1; Kafka's scripts use 20, the JVM 200)")
+    parser.add_argument("--rebalance-delay-ms", type=non_negative_int, default=0,
                         help="group.initial.rebalance.delay.ms (0 for tests; Kafka's default is 3000)")
     parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
     return parser
 
 
-def _topics(spec: str) -> dict[str, int]:
-    pairs = (item.split(":") for item in spec.split(",") if item)
-    return {name: int(parts or 1) for name, parts in pairs}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one stack command; exit 0 on success."""
+    """Run one stack command; exit 0 on success, 2 on a bad option (one line), 1 on a failure."""
     configure_logging("INFO")
-    args = _parser().parse_args(argv)
+    try:
+        args = parse_args(_parser(), argv)
+    except ConfigError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 2
     root = Path(args.dir).resolve()
     try:
         return _run(args, root)
@@ -62,7 +97,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         started = time.monotonic()
         run = broker.start(root, args.port, heap_mb=args.heap_mb, full_jit=args.full_jit,
                            rebalance_delay_ms=args.rebalance_delay_ms, gc_pause_ms=args.gc_pause_ms)
-        topics = _topics(args.topics)
+        topics = args.topics
         if topics:
             create_topics(KafkaSettings(bootstrap=run.bootstrap()), topics)
         print(f"kafka up at {run.bootstrap()} pid={run.pid()} in {time.monotonic() - started:.1f}s")
