@@ -9,16 +9,15 @@ import sys
 from collections.abc import Sequence
 from types import FrameType
 
-from prometheus_client import start_http_server
-
 from gpu_stage import metrics
 from gpu_stage.backends.base import TransformSettings
 from gpu_stage.backends.select import choose
 from gpu_stage.runtime import tune_process, warm_up
 from gpu_stage.settings import parse
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
-from llmpipe.errors import FencedError, PipelineError
-from llmpipe.kafka_io import create_topics, end_offsets
+from llmpipe.errors import ConfigError, FencedError, PipelineError
+from llmpipe.kafka_io import ClusterWatch, await_cluster, create_topics, require_topic
+from llmpipe.listen import serve_metrics
 from llmpipe.record import TypedRecord
 from llmpipe.runtime import configure_logging
 
@@ -33,7 +32,7 @@ def print_schema(record: TypedRecord, typed_topic: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the worker; exit 0 on SIGTERM/idle exit, 1 on errors, 2 when fenced."""
+    """Run the worker; exit 0 on SIGTERM/idle exit, 1 on errors, 2 on bad settings (one line) or when fenced."""
     try:
         args, settings = parse(argv)
         configure_logging(args.log_level)
@@ -42,6 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.print_schema:
             print_schema(record, typed_topic)
             return 0
+        if settings.metrics_port:  # before any waiting or start-up work, so a taken port fails at once
+            serve_metrics(settings.metrics_port, settings.metrics_host)
+        # Before the backend's start-up work: an unreachable cluster, refused credentials or a
+        # missing input topic end the start in one line, not after a GPU warm-up.
+        await_cluster(settings.kafka)
+        partitions = require_topic(settings.kafka, settings.raw_topic, "--raw-topic")
         transform = TransformSettings(
             record=record,
             max_record_bytes=settings.max_record_bytes,
@@ -56,9 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         tune_process()
         warm_up(backend, settings.warm_up_batch)
         metrics.BACKEND.labels(backend.name).set(1)
-        if settings.metrics_port:
-            start_http_server(settings.metrics_port, addr=settings.metrics_host)
-        partitions = len(end_offsets(settings.kafka, settings.raw_topic))
         create_topics(
             settings.kafka,
             # Both as many as raw, so each output record can go to its raw record's partition.
@@ -68,11 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info(
             "consuming %s → %s (+ %s), group %s", settings.raw_topic, typed_topic, settings.dlq_topic, settings.group_id
         )
-        worker = Worker(settings, backend, typed_topic, record.fingerprint)
+        watch = ClusterWatch(settings.kafka, settings.raw_topic).start()
+        worker = Worker(settings, backend, typed_topic, record.fingerprint, watch)
         _stop_on_sigterm(worker)
         return worker.run()
     except FencedError as exc:
         log.error("fenced by a newer instance with the same transactional id: %s", exc)
+        return 2
+    except ConfigError as exc:
+        print(f"gpu_stage: {exc}", file=sys.stderr)
         return 2
     except PipelineError as exc:
         log.error("%s", exc)

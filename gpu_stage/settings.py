@@ -9,16 +9,36 @@ from pathlib import Path
 from typing import Literal
 
 from gpu_stage.backends.base import default_kernel_cache
+from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
 from llmpipe.runtime import logging_spec
-from llmpipe.settings import ClientConfig, client_config, client_config_option, env_option
+from llmpipe.settings import (
+    Bounded,
+    ClientConfig,
+    check_kafka_options,
+    client_config,
+    client_config_option,
+    env_option,
+    non_empty,
+    non_negative_float,
+    non_negative_int,
+    parse_args,
+    port,
+    positive_float,
+    positive_int,
+    topic_name,
+)
 
 BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
 BadPolicy = Literal["dlq", "fail"]
 PartitionBy = Literal["source", "key"]
 MAX_FETCH_BACKOFF_MS = 300_000
 """librdkafka's upper bound for ``fetch.queue.backoff.ms``."""
+MAX_RETRY_BACKOFF_MS = 300_000
+"""librdkafka's upper bound for ``retry.backoff.ms``."""
+bad_ratio = Bounded(float, 0, 1, above=True)
+"""0 would stop the stage at its first bad record, which ``--on-bad fail`` says more plainly."""
 REFUSED_CONSUMER_KEYS = frozenset({
     "bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "isolation.level",
 })  # fmt: skip
@@ -58,6 +78,8 @@ class WorkerSettings:
     exit_when_idle_s: float | None = None
     progress_every_s: float = 10.0
     txn_deadline_s: float = 120.0
+    """``--txn-deadline``: the longest a transaction may go uncompleted while Kafka answers before the
+    process exits for a restart (the worker's ``Watchdog``); an outage's time does not count."""
     txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
     fetch_backoff_ms: int = FETCH_QUEUE_BACKOFF_MS
     partition_by: PartitionBy = "source"
@@ -84,21 +106,23 @@ def parser() -> argparse.ArgumentParser:
     )
     KafkaSettings.add_options(p, "GPU_STAGE")
     t = p.add_argument_group("topics")
-    env_option(t, "--raw-topic", "GPU_STAGE_RAW_TOPIC", default="llm.raw", help="input topic")
+    env_option(t, "--raw-topic", "GPU_STAGE_RAW_TOPIC", default="llm.raw", type=topic_name, help="input topic")
     env_option(
         t,
         "--typed-topic",
         "GPU_STAGE_TYPED_TOPIC",
         default="llm.typed",
+        type=topic_name,
         help="typed topic base name; the schema fingerprint is appended (.<8 hex>)",
     )
-    env_option(t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default="llm.dlq", help="dead-letter topic")
-    env_option(t, "--group-id", "GPU_STAGE_GROUP_ID", default="gpu-stage", help="consumer group")
+    env_option(t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default="llm.dlq", type=topic_name, help="dead-letter topic")
+    env_option(t, "--group-id", "GPU_STAGE_GROUP_ID", default="gpu-stage", type=non_empty, help="consumer group")
     env_option(
         t,
         "--transactional-id",
         "GPU_STAGE_TRANSACTIONAL_ID",
         default="gpu-stage-0",
+        type=non_empty,
         help="stable per worker instance (fences a restarted instance's zombie)",
     )
     w = p.add_argument_group("parsing")
@@ -112,22 +136,24 @@ def parser() -> argparse.ArgumentParser:
         "reference is the pure-Python implementation of the semantics",
     )
     env_option(w, "--content-schema", "GPU_STAGE_CONTENT_SCHEMA", help="content JSON Schema file (default: bundled)")
-    env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=20_000, type=int, help="max records/batch")
-    env_option(w, "--batch-bytes", "GPU_STAGE_BATCH_BYTES", default=32 << 20, type=int, help="max bytes/batch")
+    env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=20_000, type=positive_int,
+               help="max records/batch (>= 1)")
+    env_option(w, "--batch-bytes", "GPU_STAGE_BATCH_BYTES", default=32 << 20, type=positive_int,
+               help="max bytes/batch (>= 1)")
     env_option(
         w,
         "--batch-wait-ms",
         "GPU_STAGE_BATCH_WAIT_MS",
         default=200,
-        type=int,
-        help="close a batch after this long even if small",
+        type=positive_int,
+        help="close a batch after this long even if small (>= 1: 0 would close every batch empty, at once)",
     )
     env_option(
         w,
         "--parse-chunk-records",
         "GPU_STAGE_PARSE_CHUNK_RECORDS",
         default=10_000,
-        type=int,
+        type=non_negative_int,
         help="parse a batch in chunks of this many records, each while the previous one's rows are "
         "enqueued (0: the whole batch at once on the main thread, no overlap)",
     )
@@ -136,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
         "--warm-up-records",
         "GPU_STAGE_WARM_UP_RECORDS",
         default=None,
-        type=int,
+        type=non_negative_int,
         help="before joining the group, parse a generated batch of this many records twice, so the first "
         "real batches find the backend's kernels loaded and its buffers allocated (unset: the size of "
         "the batches parse sees, the smaller of --batch-records and a nonzero --parse-chunk-records; 0: none)",
@@ -154,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
         "--max-record-bytes",
         "GPU_STAGE_MAX_RECORD_BYTES",
         default=1 << 20,
-        type=int,
+        type=positive_int,
         help="larger bodies go to the DLQ as too_large",
     )
     env_option(
@@ -170,22 +196,22 @@ def parser() -> argparse.ArgumentParser:
         "--max-bad-ratio",
         "GPU_STAGE_MAX_BAD_RATIO",
         default=0.95,
-        type=float,
-        help="stop loudly when a batch is mostly bad (misconfiguration, not bad data)",
+        type=bad_ratio,
+        help="stop loudly when a batch is mostly bad (misconfiguration, not bad data); in (0, 1]",
     )
     env_option(
         w,
         "--gpu-pool-bytes",
         "GPU_STAGE_GPU_POOL_BYTES",
         default=2 << 30,
-        type=int,
+        type=positive_int,
         help="cap of the GPU memory pool (vLLM shares the card)",
     )
     env_option(
         w,
         "--native-threads",
         "GPU_STAGE_NATIVE_THREADS",
-        type=int,
+        type=positive_int,
         help="threads of the native core for the rows the device lane leaves (gpu backend); unset: every "
         "core this process may use. With several GPU workers on one host, give each its share",
     )
@@ -194,7 +220,7 @@ def parser() -> argparse.ArgumentParser:
         "--gpu-min-batch",
         "GPU_STAGE_GPU_MIN_BATCH",
         default=2_000,
-        type=int,
+        type=non_negative_int,
         help="gpu backend: parse batches (or parse chunks) of fewer records on the native core instead, "
         "whose cost for a few hundred bodies is below a device pass's fixed cost (latency-bound, "
         "lightly loaded workers); 0: every batch on the device",
@@ -207,32 +233,35 @@ def parser() -> argparse.ArgumentParser:
         "$XDG_CACHE_HOME/llmpipe/kernels (~/.cache/…); '' compiles them at every start",
     )
     o = p.add_argument_group("operation")
-    env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=int, help="serve Prometheus metrics here")
+    env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=port,
+               help="serve Prometheus metrics here (1-65535; unset: none)")
     env_option(
-        o, "--metrics-host", "GPU_STAGE_METRICS_HOST", default="127.0.0.1",
+        o, "--metrics-host", "GPU_STAGE_METRICS_HOST", default="127.0.0.1", type=non_empty,
         help="address the metrics server binds (0.0.0.0 in containers)",
     )
     env_option(
         o,
         "--exit-when-idle",
         "GPU_STAGE_EXIT_WHEN_IDLE_S",
-        type=float,
-        help="exit 0 after this many seconds without input (backfills, tests)",
+        type=non_negative_float,
+        help="exit 0 after this many seconds without input (backfills, tests); unset: never",
     )
     env_option(
         o,
         "--txn-deadline",
         "GPU_STAGE_TXN_DEADLINE_S",
         default=120.0,
-        type=float,
-        help="exit (for a supervised restart) when one transaction hangs longer than this",
+        type=positive_float,
+        help="exit 75 (for a supervised restart, which fences the stuck transaction) when no transaction has "
+        "completed for this many seconds (> 0) while Kafka answered; time while Kafka does not answer does not "
+        "count, so an outage is ridden out (retried until Kafka is back) instead of exited on",
     )
     env_option(
         o,
         "--txn-retry-backoff-ms",
         "GPU_STAGE_TXN_RETRY_BACKOFF_MS",
         default=TXN_RETRY_BACKOFF_MS,
-        type=int,
+        type=Bounded(int, 1, MAX_RETRY_BACKOFF_MS),
         help="the producer's retry backoff; a transaction begun right after a commit waits for it "
         "(librdkafka's default is 100)",
     )
@@ -241,7 +270,7 @@ def parser() -> argparse.ArgumentParser:
         "--fetch-backoff-ms",
         "GPU_STAGE_FETCH_BACKOFF_MS",
         default=FETCH_QUEUE_BACKOFF_MS,
-        type=int,
+        type=Bounded(int, 0, MAX_FETCH_BACKOFF_MS),
         help="how long the consumer stops fetching once its prefetch queue is full (fetch.queue.backoff.ms; "
         "librdkafka's default of 1000 left a worker reading a backlog waiting in most of each second)",
     )
@@ -277,31 +306,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def from_args(args: argparse.Namespace) -> WorkerSettings:
-    """Build and check the settings."""
-    if not 0 < args.max_bad_ratio <= 1:
-        msg = "--max-bad-ratio must be in (0, 1]"
-        raise ConfigError(msg)
-    if args.batch_records < 1 or args.batch_bytes < 1:
-        msg = "--batch-records and --batch-bytes must be positive"
-        raise ConfigError(msg)
-    if args.parse_chunk_records < 0:
-        msg = "--parse-chunk-records must be 0 or positive"
-        raise ConfigError(msg)
-    if args.warm_up_records is not None and args.warm_up_records < 0:
-        msg = "--warm-up-records must be 0 or positive"
-        raise ConfigError(msg)
-    if args.txn_retry_backoff_ms < 1:
-        msg = "--txn-retry-backoff-ms must be positive"
-        raise ConfigError(msg)
-    if not 0 <= args.fetch_backoff_ms <= MAX_FETCH_BACKOFF_MS:
-        msg = f"--fetch-backoff-ms must be in [0, {MAX_FETCH_BACKOFF_MS}]"
-        raise ConfigError(msg)
-    if args.gpu_min_batch < 0:
-        msg = "--gpu-min-batch must be 0 or positive"
-        raise ConfigError(msg)
-    if args.native_threads is not None and args.native_threads < 1:
-        msg = "--native-threads must be positive (unset: every usable core)"
-        raise ConfigError(msg)
+    """Build and check the settings (each value's range was checked as it was parsed).
+
+    The content schema is loaded here, before any backend is built or Kafka is asked, so a bad one
+    fails at once; ``main`` loads it again from the loader's cache.
+    """
+    check_kafka_options(args)
+    load_content_schema(args.content_schema, "--content-schema")
     return WorkerSettings(
         kafka=KafkaSettings.from_args(args),
         raw_topic=args.raw_topic,
@@ -337,13 +348,20 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
 
 
 def _kernel_cache(option: str | None) -> Path | None:
-    """The kernel cache folder from ``--kernel-cache``: the user's cache when unset, none when empty."""
+    """The kernel cache folder from ``--kernel-cache``: the user's cache when unset, none when empty.
+
+    A path that exists but is not a folder is refused now: the device lane would fail on it only when
+    it first compiles its kernels.
+    """
     if option is None:
         return default_kernel_cache()
+    if option and Path(option).exists() and not Path(option).is_dir():
+        msg = f"--kernel-cache {option}: is a file, not a folder"
+        raise ConfigError(msg)
     return Path(option) if option else None
 
 
 def parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace, WorkerSettings]:
     """Parse ``argv`` into the namespace (for flags like ``--print-schema``) and the settings."""
-    args = parser().parse_args(None if argv is None else list(argv))
+    args = parse_args(parser(), argv)
     return args, from_args(args)

@@ -11,6 +11,18 @@ commit only completes what is already decided. A rebalance (it can only happen w
 waits for a commit in flight, then we forget what we buffered from revoked partitions. When a commit
 fails, the batch collected meanwhile is dropped and the consumer rewinds to the committed offsets:
 both batches are read again.
+
+A broker outage is ridden out, not exited on. A transaction that fails while Kafka does not answer
+is aborted, or its producer replaced, and the consumer rewound, retried with backoff until Kafka
+answers again; the loop then goes on where the last commit left it. The transactional calls run on
+the committer thread (:class:`~llmpipe.kafka_io.CallThread`) and are waited for in slices, because
+librdkafka can block in them past their timeout: after a broker restart ``send_offsets_to_transaction``
+can stay blocked on the restarted broker's old handle for good. A call that still blocks a few seconds
+after a :class:`~llmpipe.kafka_io.ClusterWatch` saw Kafka answer again (``RETURN_GRACE_S``), or one
+that blocks ``CALL_BOUND_S`` while it answers, is given up and its producer replaced: the new
+producer's epoch fences the old one's requests, so whatever it still sends is refused. A producer
+that lived through an outage is replaced before it begins its next transaction for the same reason.
+The log says each change of state once: the first failure, "Kafka unreachable", "Kafka back".
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -33,9 +45,10 @@ from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
 from llmpipe import threads
 from llmpipe.dlq import BadRecord
-from llmpipe.errors import ParseError, SourceError
+from llmpipe.errors import FencedError, ParseError, PipelineError, SourceError
 from llmpipe.kafka_io import (
     ANY_PARTITION,
+    CallThread,
     Consumer,
     Message,
     Records,
@@ -82,6 +95,51 @@ COMMIT_POLL_S = 0.002
 granularity at which the loop notices that commit's end."""
 
 
+CALL_POLL_S = 0.25
+"""The slices in which a transactional call on the committer thread is waited for: the granularity at
+which a call blocked past its time is noticed."""
+
+
+RETURN_GRACE_S = 3.0
+"""How long a transactional call of a producer that lived through an outage may still block once
+Kafka answers again before it is given up and the producer replaced. A call that was only waiting for
+the broker ends within about a second of its return; one stuck on the restarted broker's old handle
+(confluentinc/librdkafka#5511) never does."""
+
+
+CALL_BOUND_S = 60.0
+"""How long a transactional call may block while Kafka answers (two of librdkafka's 30 s timeouts,
+and at most half of ``--txn-deadline``) before it is given up and the producer replaced."""
+
+
+RECOVERY_BACKOFF_S = (0.5, 5.0)
+"""The first and the longest pause between attempts to make the producer usable and rewind while
+Kafka does not answer; the pause doubles from one attempt to the next."""
+
+
+class Reachability(Protocol):
+    """What the worker needs to know of the cluster's state (a :class:`~llmpipe.kafka_io.ClusterWatch`)."""
+
+    down_since: float | None
+    last_down_at: float
+
+    def answering_for(self, now: float) -> float:
+        """Seconds Kafka has been answering since the latest outage (0 while it does not)."""
+        ...
+
+
+class AlwaysAnswering:
+    """Stands in where no cluster watch runs (tests, tools): Kafka counts as answering all along."""
+
+    down_since: float | None = None
+    last_down_at = float("-inf")
+
+    def answering_for(self, now: float) -> float:
+        """Forever."""
+        del now
+        return float("inf")
+
+
 @dataclass
 class Outcome:
     """What a batch's transaction carried: the number of typed rows and the dead letters."""
@@ -102,6 +160,8 @@ class InFlight:
     """Its seconds per step (``STAGES``); the committer thread adds the commit's."""
     committed: futures.Future[tuple[float, float]]
     """Resolves to the wall-clock time (epoch s) and the process CPU time when the commit ended."""
+    handed_at: float = field(default_factory=time.monotonic)
+    """When the commit was handed to the committer thread (monotonic s)."""
 
 
 @dataclass
@@ -160,10 +220,114 @@ class Totals:
         return " ".join(f"{name}={us:.2f}" for name, us in spent.items()) or "-"
 
 
+class Outage:
+    """A run of failed transactions or of Kafka not answering, logged once per change of state.
+
+    Its first failed transaction is logged, then once that Kafka does not answer, then once that a
+    transaction committed again (or, for a worker that had nothing to commit, that Kafka answers
+    again); the attempts in between go to DEBUG. A lone failure that the next commit follows (an
+    abort at a rebalance) stays one line.
+    """
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        """When the run began (monotonic s); None while transactions commit."""
+        self.failures = 0
+        self.said_unreachable = False
+
+    def failed(self, cause: str, exc: Exception) -> None:
+        """A transaction failed."""
+        self.failures += 1
+        if self.since is None:
+            self.since = time.monotonic()
+            log.warning("transaction failed (%s): %s; rewinding to committed offsets", cause, exc)
+        else:
+            log.debug("transaction failed again (%s): %s", cause, exc)
+
+    def unreachable(self, reason: object) -> None:
+        """Kafka does not answer (the cluster watch says so, or the recovery failed)."""
+        if self.since is None:
+            self.since = time.monotonic()
+        if self.said_unreachable:
+            log.debug("Kafka still unreachable: %s", reason)
+            return
+        self.said_unreachable = True
+        log.warning("Kafka unreachable, retrying until it answers (%s)", reason)
+
+    def recovered(self) -> None:
+        """A transaction committed: the run, if any, is over."""
+        self._end("Kafka back, transaction recovered after %.1fs (failed transactions: %d)")
+
+    def answering_while_idle(self) -> None:
+        """Kafka answers and nothing waits to be committed: a run without failed transactions is over."""
+        if not self.failures:
+            self._end("Kafka back after %.1fs (failed transactions: %d; nothing was waiting to be committed)")
+
+    def _end(self, line: str) -> None:
+        if self.since is None:
+            return
+        if self.said_unreachable or self.failures > 1:
+            log.warning(line, time.monotonic() - self.since, self.failures)
+        self.since, self.failures, self.said_unreachable = None, 0, False
+
+
+class Watchdog:
+    """Exits the process when transactions stop completing while Kafka answers (``--txn-deadline``).
+
+    Armed when a transaction begins and disarmed when one commits or the worker has nothing to
+    commit, so failed attempts and the recovery between them count. Time while Kafka does not answer
+    does not: the deadline runs from the later of the arming and the last moment the cluster watch
+    saw Kafka unreachable, and it never fires during an outage. What is left is a worker stuck
+    against an answering cluster in a way it cannot undo itself: exiting lets a supervisor restart
+    it, and the new instance fences the old transaction.
+    """
+
+    def __init__(self, deadline_s: float, watch: Reachability,
+                 on_hung: Callable[[float], None], tick_s: float = 1.0) -> None:  # fmt: skip
+        self.deadline_s = deadline_s
+        self._watch = watch
+        self._on_hung = on_hung
+        self._tick_s = tick_s
+        self._armed_since: float | None = None
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, name="txn-watchdog", daemon=True).start()
+
+    def arm(self) -> None:
+        """A transaction begins (an armed watchdog keeps its start: a retried batch is one wait)."""
+        if self._armed_since is None:
+            self._armed_since = time.monotonic()
+
+    def disarm(self) -> None:
+        """A transaction committed, or there is nothing to commit."""
+        self._armed_since = None
+
+    def stop(self) -> None:
+        """End the watchdog's thread."""
+        self._stop.set()
+
+    def stalled_for(self, now: float) -> float:
+        """Seconds without a commit while Kafka answered (0 when disarmed or while it does not answer)."""
+        since = self._armed_since
+        if since is None or self._watch.down_since is not None:
+            return 0.0
+        return max(0.0, now - max(since, self._watch.last_down_at))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._tick_s):
+            if self.stalled_for(time.monotonic()) >= self.deadline_s:
+                self._on_hung(self.deadline_s)
+
+
 class Worker:
     """Runs the consume → parse → produce → commit loop until stopped."""
 
-    def __init__(self, settings: WorkerSettings, backend: Backend, typed_topic: str, fingerprint: str) -> None:
+    def __init__(self, settings: WorkerSettings, backend: Backend, typed_topic: str, fingerprint: str,
+                 watch: Reachability | None = None) -> None:  # fmt: skip
+        """``watch`` tells an outage from a hang (a running :class:`~llmpipe.kafka_io.ClusterWatch`).
+
+        Without one, Kafka counts as answering all along: a blocked call is given up after
+        ``CALL_BOUND_S`` and the watchdog fires ``--txn-deadline`` after a transaction began.
+        """
         self.settings = settings
         self.backend = backend
         self.typed_topic = typed_topic
@@ -176,13 +340,20 @@ class Worker:
         """Of the last collection, the seconds its consume calls waited for records (``STAGES``)."""
         self._parser = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
         """Parses chunk k+1 of a batch while the loop enqueues chunk k's rows."""
-        self._committer = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit")
-        """Commits batch k's transaction while the loop collects batch k+1."""
+        self._calls = CallThread("commit")
+        """Commits batch k's transaction while the loop collects batch k+1; runs the other
+        transactional calls too, so that none of them can block the loop for good."""
         self._in_flight: InFlight | None = None
         self.stopping = False
         self._buffer = Records()
+        self._watch: Reachability = watch if watch is not None else AlwaysAnswering()
+        self._call_bound_s = max(2 * RETURN_GRACE_S, min(CALL_BOUND_S, settings.txn_deadline_s / 2))
+        self._outage = Outage()
+        self._idle_check_failing = False
         self.consumer = self._new_consumer()
         self.producer = self._new_producer()
+        self._producer_made_at = time.monotonic()
+        self._watchdog = Watchdog(settings.txn_deadline_s, self._watch, _exit_hung)
         self._co_partitioned = self._outputs_co_partitioned()
         self._partitioning_stale = False
 
@@ -266,10 +437,11 @@ class Worker:
         """Forget buffered records of revoked partitions; their new owner reads them from the commit.
 
         A commit in flight ends first, so the partitions move on with their offsets decided (its
-        outcome, failure included, is handled by the loop after the consume call).
+        outcome, failure included, is handled by the loop after the consume call). One blocked past
+        its time is left to the loop, which gives it up (``_settle``).
         """
         if self._in_flight is not None:
-            futures.wait([self._in_flight.committed])
+            self._await_done(self._in_flight.committed, self._in_flight.handed_at)
         revoked = {(tp.topic, tp.partition) for tp in parts}
         self._buffer = self._buffer.without(revoked)
 
@@ -281,19 +453,24 @@ class Worker:
             while not self.stopping:
                 collect_started = time.perf_counter()
                 records = self._collect()
+                self._notice_outage()
                 if not self._settle():
                     continue  # the previous commit failed: rewound, so these records are read again
                 if records:
                     self._collect_s = time.perf_counter() - collect_started
                     self._process(records)
                     idle_since = time.monotonic()
-                elif self._idle_for(idle_since):
-                    # Only now is the broker asked whether the group is done: that query can take
-                    # seconds on a busy coordinator, and records arriving meanwhile would wait.
-                    if self._caught_up():
-                        log.info("no input for %.1fs: exiting", self.settings.exit_when_idle_s)
-                        break
-                    idle_since = time.monotonic()
+                else:
+                    self._watchdog.disarm()  # nothing to commit: nothing can hang
+                    if self._watch.down_since is None:
+                        self._outage.answering_while_idle()
+                    if self._idle_for(idle_since):
+                        # Only now is the broker asked whether the group is done: that query can take
+                        # seconds on a busy coordinator, and records arriving meanwhile would wait.
+                        if self._caught_up():
+                            log.info("no input for %.1fs: exiting", self.settings.exit_when_idle_s)
+                            break
+                        idle_since = time.monotonic()
                 if time.monotonic() - last_progress >= self.settings.progress_every_s:
                     self._progress()
                     last_progress = time.monotonic()
@@ -301,10 +478,17 @@ class Worker:
             self._progress()
             self._summary()
         finally:
+            self._watchdog.stop()
             self._parser.shutdown(wait=True)
-            self._committer.shutdown(wait=True)
+            self._calls.shutdown()
             self.consumer.close()
         return 0
+
+    def _notice_outage(self) -> None:
+        """Say once that Kafka does not answer, as soon as the cluster watch sees it."""
+        down_since = self._watch.down_since
+        if down_since is not None and not self._outage.said_unreachable:
+            self._outage.unreachable(f"no answer for {time.monotonic() - down_since:.0f}s")
 
     def _caught_up(self) -> bool:
         """Every partition of the input is read to its end, by us or by the rest of the group.
@@ -319,9 +503,12 @@ class Worker:
             return False  # our own partitions still hold records: no need to ask the broker
         try:
             lag = self.consumer.lag([self.settings.raw_topic])
-        except SourceError as exc:  # the coordinator is busy (members restarting): ask again later
-            log.warning("idle check: no answer on the group's progress, not idle yet (%s)", exc)
+        except SourceError as exc:  # the coordinator is busy (members restarting) or down: ask again later
+            level = logging.DEBUG if self._idle_check_failing else logging.WARNING  # once per run of failures
+            log.log(level, "idle check: no answer on the group's progress, not idle yet (%s)", exc)
+            self._idle_check_failing = True
             return False
+        self._idle_check_failing = False
         return bool(lag) and not any(lag.values())
 
     def _idle_for(self, since: float) -> bool:
@@ -362,8 +549,9 @@ class Worker:
         return self._owned(batch)
 
     def _committing(self) -> bool:
-        """A commit is in flight and has not ended yet."""
-        return self._in_flight is not None and not self._in_flight.committed.done()
+        """A commit is in flight and has not ended yet (nor blocked past its time: see ``_overdue``)."""
+        in_flight = self._in_flight
+        return in_flight is not None and not in_flight.committed.done() and not self._overdue(in_flight.handed_at)
 
     def _owned(self, batch: Records) -> Records:
         """``batch`` without records of partitions no longer assigned to us.
@@ -383,6 +571,7 @@ class Worker:
         self._steps = dict.fromkeys(STAGES, 0.0)
         self._steps["collect"] = self._collect_s
         self._steps["starved"] = self._starved_s
+        self._watchdog.arm()
         self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started))
         if self._in_flight is not None and not self.settings.commit_overlap:
             self._settle()
@@ -397,11 +586,13 @@ class Worker:
         if in_flight is None:
             return True
         waited = time.perf_counter()
-        ended = self._or_recover(in_flight.committed.result)
+        ended = self._or_recover(lambda: self._wait_for(in_flight.committed, "commit_transaction", in_flight.handed_at))
         if ended is None:
             return False
         in_flight.steps["wait"] = time.perf_counter() - waited
         self._account(in_flight, *ended)
+        self._outage.recovered()
+        self._watchdog.disarm()
         return True
 
     def _or_recover(self, step: Callable[[], T]) -> T | None:
@@ -428,38 +619,21 @@ class Worker:
             raise ParseError(msg)
 
     def _transact(self, records: Records, batch: RawBatch, started: float) -> InFlight:
-        """Parse and produce one batch, add its offsets and start its commit, under a watchdog.
-
-        librdkafka's ``send_offsets_to_transaction`` can block past its timeout when the group
-        coordinator disappears (confluentinc/librdkafka#5456). A hung transaction is never committed,
-        so exiting lets the supervisor restart us; the new instance fences the old transaction. The
-        watchdog stops when the commit ends.
-        """
-        watchdog = threading.Timer(self.settings.txn_deadline_s, _exit_hung, (self.settings.txn_deadline_s,))
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            outcome = self._transact_unguarded(records, batch)
-            steps, producer = self._steps, self.producer
-            committed = self._committer.submit(self._commit, producer, steps, watchdog)
-        except BaseException:
-            watchdog.cancel()
-            raise
+        """Parse and produce one batch, add its offsets and hand its commit to the committer thread."""
+        self._refresh_stale_producer()
+        outcome = self._transact_unguarded(records, batch)
+        steps, producer = self._steps, self.producer
+        committed = self._calls.submit(lambda: self._commit(producer, steps))
         return InFlight(records, outcome, started, steps, committed)
 
     @staticmethod
-    def _commit(
-        producer: TransactionalProducer, steps: dict[str, float], watchdog: threading.Timer
-    ) -> tuple[float, float]:
-        """The committer thread's part: commit the transaction, then stop its watchdog."""
-        try:
-            started = time.perf_counter()
-            producer.commit()
-            steps["commit"] += time.perf_counter() - started
-            metrics.COMMIT_SECONDS.observe(steps["commit"])
-            return time.time(), time.process_time()
-        finally:
-            watchdog.cancel()
+    def _commit(producer: TransactionalProducer, steps: dict[str, float]) -> tuple[float, float]:
+        """The committer thread's part: commit the transaction."""
+        started = time.perf_counter()
+        producer.commit()
+        steps["commit"] += time.perf_counter() - started
+        metrics.COMMIT_SECONDS.observe(steps["commit"])
+        return time.time(), time.process_time()
 
     def _transact_unguarded(self, records: Records, batch: RawBatch) -> Outcome:
         """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
@@ -479,7 +653,8 @@ class Worker:
             producer.produce(dlq, bad.raw, bad.key, bad.headers(), partition)
         commit_started = time.perf_counter()
         self._steps["produce"] += commit_started - produce_started
-        producer.send_offsets(self._commit_offsets(records), self.consumer.group_metadata())
+        commit_offsets, group = self._commit_offsets(records), self.consumer.group_metadata()
+        self._call(lambda: producer.send_offsets(commit_offsets, group), "send_offsets")
         self._steps["commit"] = time.perf_counter() - commit_started
         return outcome
 
@@ -557,19 +732,112 @@ class Worker:
         )
 
     def _recover(self, cause: str, exc: Exception, *, recreate: bool) -> None:
-        """Abort (or replace the producer), then rewind so the batch is read again."""
-        log.warning("transaction failed (%s): %s; rewinding to committed offsets", cause, exc)
+        """Abort (or replace the producer), then rewind so the batch is read again.
+
+        While Kafka does not answer, both steps fail: they are retried with backoff until it does
+        (or the worker is stopped), a replaced producer each time; only fencing ends the process.
+        The order matters: the new producer's epoch ends the old transaction at the coordinator
+        (commits what was decided, aborts the rest) before the rewind reads the committed offsets.
+        """
+        self._outage.failed(cause, exc)
         metrics.ABORTS.labels(cause).inc()
         self.totals.aborts += 1
-        if recreate:
-            self.producer = self._new_producer()
-        else:
-            try:
-                self.producer.abort()
-            except TxnTimedOut:
-                self.producer = self._new_producer()
         self._buffer = Records()
-        self.consumer.rewind_to_committed()
+        self._notice_outage()
+        pause, producer_ready = RECOVERY_BACKOFF_S[0], False
+        while not self.stopping:
+            try:
+                if not producer_ready:
+                    self._reset_producer(recreate=recreate)
+                    producer_ready = True
+                self.consumer.rewind_to_committed()
+                return
+            except FencedError:
+                raise
+            except PipelineError as failure:  # Kafka does not answer (SourceError, TxnTimedOut, …)
+                self._outage.unreachable(failure)
+                recreate = True
+                time.sleep(pause)
+                pause = min(2 * pause, RECOVERY_BACKOFF_S[1])
+
+    def _reset_producer(self, *, recreate: bool) -> None:
+        """Abort the open transaction; replace the producer instead when asked or when the abort fails."""
+        if not recreate:
+            try:
+                self._call(self.producer.abort, "abort_transaction")
+                return
+            except FencedError:
+                raise
+            except PipelineError as exc:  # outcome unknown: a new epoch settles it
+                log.debug("abort failed, replacing the producer: %s", exc)
+        self._replace_producer()
+
+    def _replace_producer(self) -> None:
+        """A new producer for the transactional id: its epoch fences every request of the old one."""
+        self.producer = self._call(self._new_producer, "init_transactions", fresh=True)
+        self._producer_made_at = time.monotonic()
+
+    def _refresh_stale_producer(self) -> None:
+        """Replace a producer that lived through an outage before it begins a transaction.
+
+        Its coordinator lookups may point at the restarted broker's old handle, on which its next
+        ``send_offsets_to_transaction`` would block for good (see :class:`~llmpipe.kafka_io.CallThread`).
+        """
+        if self._watch.last_down_at <= self._producer_made_at:
+            return
+        log.info("Kafka was unreachable since the transactional producer was made: replacing it")
+        try:
+            self._replace_producer()
+        except FencedError:
+            raise
+        except PipelineError as exc:
+            msg = f"cannot replace the transactional producer: {exc}"
+            raise TxnTimedOut(msg) from exc
+
+    def _call(self, fn: Callable[[], T], action: str, *, fresh: bool = False) -> T:
+        """``fn()`` on the committer thread, given up when it blocks past its time (see ``_overdue``).
+
+        ``fresh``: the call makes a new producer, so the current one's past does not matter.
+        """
+        return self._wait_for(self._calls.submit(fn), action, time.monotonic(), fresh=fresh)
+
+    def _wait_for(self, future: futures.Future[T], action: str, started: float, *, fresh: bool = False) -> T:
+        """The result of a call begun at ``started``; ``TxnTimedOut`` when it is given up."""
+        if not self._await_done(future, started, fresh=fresh):
+            self._calls.abandon()
+            msg = f"{action} still blocked after {time.monotonic() - started:.0f}s: given up, replacing the producer"
+            raise TxnTimedOut(msg)
+        return future.result()
+
+    def _await_done(self, future: futures.Future[T], started: float, *, fresh: bool = False) -> bool:
+        """Wait until a call begun at ``started`` ends (True), is overdue, or is left for a stop (False).
+
+        A worker told to stop while Kafka does not answer leaves the call: nothing of its
+        transaction is committed unless the coordinator had it already, and the restart fences it.
+        """
+        while not future.done():
+            futures.wait([future], timeout=CALL_POLL_S)
+            self._notice_outage()
+            if future.done():
+                break
+            if self._overdue(started, fresh=fresh) or (self.stopping and self._watch.down_since is not None):
+                return False
+        return True
+
+    def _overdue(self, started: float, *, fresh: bool = False) -> bool:
+        """A transactional call begun at ``started`` has blocked for longer than it can legitimately take.
+
+        Never while Kafka does not answer: the call waits for the broker, and so would any retry.
+        Once it answers, a call of a producer that lived through the outage gets ``RETURN_GRACE_S``
+        from the later of its start and Kafka's return; any other call (``fresh``: one that makes a
+        new producer) gets the call bound.
+        """
+        watch, now = self._watch, time.monotonic()
+        if watch.down_since is not None:
+            return False
+        answered_for = min(now - started, watch.answering_for(now))
+        stale = not fresh and watch.last_down_at > self._producer_made_at
+        return answered_for >= (RETURN_GRACE_S if stale else self._call_bound_s)
 
     def _account(self, batch: InFlight, committed_at: float, cpu_at_commit: float) -> None:
         records, outcome = batch.records, batch.outcome
@@ -635,7 +903,8 @@ EXIT_HUNG = 75
 
 
 def _exit_hung(deadline_s: float) -> None:
-    log.critical("a transaction did not finish in %.0fs: exiting %d so a restart fences it", deadline_s, EXIT_HUNG)
+    log.critical("no transaction completed for %.0fs while Kafka answered: exiting %d so that a restart fences "
+                 "the stuck one", deadline_s, EXIT_HUNG)  # fmt: skip
     logging.shutdown()
     os._exit(EXIT_HUNG)
 

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from llmpipe.errors import ConfigError, DeliveryError, FencedError, SourceError
-from llmpipe.settings import Secret, env_option
+from llmpipe.settings import Secret, env_option, non_negative_float
 
 log = logging.getLogger(__name__)
 rdkafka_log = logging.getLogger("librdkafka")
+T = TypeVar("T")
 
 REPEAT_WINDOW_S = 60.0
 """librdkafka retries a lost broker every few hundred milliseconds and logs every attempt; the same
@@ -66,6 +70,24 @@ class RepeatFilter(logging.Filter):
 
 _DIGITS = re.compile(r"\d+")
 rdkafka_log.addFilter(RepeatFilter())
+log.addFilter(RepeatFilter())  # this module's own retry warnings (consume errors, transaction retries)
+
+
+class DemotedLog:
+    """A librdkafka ``logger`` that passes every line on at DEBUG.
+
+    For a client whose failures its caller reports in its own words (a start-up wait, a probe):
+    librdkafka's lines about the same failure would only repeat them, at ERROR.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+
+    def log(self, level: int, msg: str, *args: Any) -> None:
+        """Log ``msg % args`` at DEBUG, whatever ``level`` librdkafka gave it."""
+        del level
+        self._logger.debug(msg, *args)
+
 
 Headers = list[tuple[str, bytes]]
 COMPRESSIONS = ("none", "lz4", "zstd", "snappy", "gzip")
@@ -132,7 +154,7 @@ class KafkaSettings:
         env_option(group, "--compression", "KAFKA_COMPRESSION", default="lz4", choices=COMPRESSIONS,
                    help="compression of the record batches this service produces (none: no CPU spent on it "
                    "here or in consumers, more in the broker)")
-        env_option(group, "--kafka-wait-s", "KAFKA_WAIT_S", default=30.0, type=float,
+        env_option(group, "--kafka-wait-s", "KAFKA_WAIT_S", default=30.0, type=non_negative_float,
                    help="at start, how long to wait for a Kafka cluster that does not answer before exiting")
         del prefix
 
@@ -332,7 +354,8 @@ def await_cluster(settings: KafkaSettings, timeout_s: float | None = None, *, sa
         if error.code() in _AUTH_ERRORS:
             refused.append(error)
 
-    config: dict[str, Any] = {**settings.client_config(), "error_cb": on_error}
+    # Its own lines say why it waits and why it gives up: librdkafka's connect failures go to DEBUG.
+    config: dict[str, Any] = {**settings.client_config(), "error_cb": on_error, "logger": DemotedLog(rdkafka_log)}
     client = AdminClient(config)
     timeout_s = settings.wait_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + timeout_s
@@ -877,14 +900,22 @@ class Consumer:
         """Group metadata for ``send_offsets_to_transaction``."""
         return self._client.consumer_group_metadata()
 
-    def rewind_to_committed(self) -> None:
-        """Seek every assigned partition back to its committed offset (after an abort)."""
+    def rewind_to_committed(self, timeout_s: float = 30.0) -> None:
+        """Seek every assigned partition back to its committed offset (after an abort).
+
+        A cluster that does not answer within ``timeout_s`` is a ``SourceError``; nothing is moved
+        then, so the call can simply be made again.
+        """
         assigned = self._client.assignment()
         if not assigned:
             return
-        for tp in self._client.committed(assigned, timeout=30):
-            offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
-            self._client.seek(TopicPartition(tp.topic, tp.partition, offset))
+        try:
+            for tp in self._client.committed(assigned, timeout=timeout_s):
+                offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
+                self._client.seek(TopicPartition(tp.topic, tp.partition, offset))
+        except KafkaException as exc:
+            msg = f"cannot rewind {len(assigned)} partitions to their committed offsets: {exc.args[0].str()}"
+            raise SourceError(msg) from exc
 
     def assignment(self) -> list[TopicPartition]:
         """Currently assigned partitions."""
@@ -937,3 +968,122 @@ class Consumer:
 def offsets(items: Iterable[tuple[str, int, int]]) -> list[TopicPartition]:
     """``TopicPartition`` list from (topic, partition, next offset) triples."""
     return [TopicPartition(t, p, o) for t, p, o in items]
+
+
+# ------------------------------------------------------------------------------------ riding out outages
+
+
+class CallThread:
+    """Runs blocking client calls one at a time on a daemon thread, so that a caller can stop waiting for one.
+
+    librdkafka's transactional calls can block far past their timeout: ``send_offsets_to_transaction``
+    does not check its timeout while the group coordinator is down (confluentinc/librdkafka#5456), and
+    after a broker restart it can wait for good on the coordinator's old, decommissioned broker handle
+    (#5511): the call returns neither when the broker is back nor when its timeout passes. A caller
+    that gives up on such a call (:meth:`abandon`) gets a fresh thread for its next calls and must
+    replace the client the call blocks in (a new transactional producer fences the old one). The
+    stuck thread is a daemon, so it never keeps the process from exiting; it ends if its call ever
+    returns. One call at a time: a call queued behind a stuck one would be stuck with it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.abandoned = 0
+        """How many calls were given up on (each one's thread may still be blocked)."""
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._start()
+
+    def _start(self) -> None:
+        self._queue = queue.SimpleQueue()
+        thread = threading.Thread(target=self._serve, args=(self._queue,), name=f"{self.name}_{self.abandoned}",
+                                  daemon=True)  # fmt: skip
+        thread.start()
+
+    @staticmethod
+    def _serve(calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None]) -> None:
+        while (item := calls.get()) is not None:
+            fn, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the caller through the future
+                future.set_exception(exc)
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the thread; its result or exception comes through the returned future."""
+        future: Future[T] = Future()
+        self._queue.put((fn, future))
+        return future
+
+    def abandon(self) -> None:
+        """Leave the thread to the call it is blocked in; later calls run on a new thread."""
+        self._queue.put(None)  # the old thread ends once its call returns, if it ever does
+        self.abandoned += 1
+        self._start()
+
+    def shutdown(self) -> None:
+        """Let the thread end after the calls already submitted (without waiting for them)."""
+        self._queue.put(None)
+
+
+class ClusterWatch:
+    """Whether the cluster answers, asked every ``every_s`` by a metadata request on a daemon thread.
+
+    A long-running service uses it to tell an outage from a hang: a call that blocks while the
+    cluster does not answer is waited for, one that still blocks once it answers again is not. The
+    times are ``time.monotonic()`` seconds. A probe asks only for ``topic`` (when given), so it
+    stays cheap on a cluster with many topics. Its client retries a lost connection at least once
+    a second (librdkafka's backoff grows to 10 s), so a return is seen within about a second, and
+    its own log lines go to DEBUG: the service's clients report the same failures.
+    """
+
+    def __init__(self, settings: KafkaSettings, topic: str | None = None, every_s: float = 1.0,
+                 timeout_s: float = 3.0) -> None:  # fmt: skip
+        self._settings = settings
+        self._topic = topic
+        self.every_s = every_s
+        self.timeout_s = timeout_s
+        self.down_since: float | None = None
+        """When the current outage began (the start of the first probe that got no answer); None while it answers."""
+        self.last_down_at = float("-inf")
+        """The start of the latest probe that got no answer."""
+        self.up_since = float("-inf")
+        """The end of the first probe that got an answer after the latest outage."""
+        self._stop = threading.Event()
+        self._client: AdminClient | None = None
+
+    def start(self) -> ClusterWatch:
+        """Start probing; returns self."""
+        threading.Thread(target=self._run, name="kafka-watch", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop probing (the probe in progress ends within its timeout)."""
+        self._stop.set()
+
+    def answering_for(self, now: float) -> float:
+        """Seconds the cluster has been answering since the latest outage (0 while it does not)."""
+        return 0.0 if self.down_since is not None else max(0.0, now - self.up_since)
+
+    def probe(self) -> bool:
+        """Ask once now; True when the cluster answered within ``timeout_s``."""
+        if self._client is None:  # its failures are what it reports: its own lines go to DEBUG
+            config: dict[str, Any] = {"reconnect.backoff.max.ms": 1000, **self._settings.client_config(),
+                                      "logger": DemotedLog(rdkafka_log)}  # fmt: skip
+            self._client = AdminClient(config)
+        try:
+            self._client.list_topics(self._topic, timeout=self.timeout_s)
+        except KafkaException:
+            return False
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            asked = time.monotonic()
+            if not self.probe():
+                self.last_down_at = asked
+                if self.down_since is None:
+                    self.down_since = asked
+            elif self.down_since is not None:
+                self.up_since, self.down_since = time.monotonic(), None
