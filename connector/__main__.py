@@ -12,8 +12,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from prometheus_client import start_http_server
-
 from connector import records
 from connector import settings as config
 from connector.engine import Engine, EngineOptions, Stats
@@ -23,6 +21,7 @@ from connector.requests import BodyOptions, response_format
 from connector.sources import FileSource, KafkaSource, Partition, Source
 from llmpipe import aio, kafka_io, runtime
 from llmpipe.errors import ConfigError, PipelineError
+from llmpipe.listen import serve_metrics
 from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("connector")
@@ -77,11 +76,19 @@ def engine_options(s: config.ConnectorSettings) -> EngineOptions:
     )
 
 
+def check_kafka(s: config.ConnectorSettings) -> None:
+    """Before any work: the cluster answers (bounded wait), the credentials are accepted, the input topic exists."""
+    kafka_io.await_cluster(s.kafka)
+    if s.input_topic:
+        kafka_io.require_topic(s.kafka, s.input_topic, "--input-topic")
+
+
 async def run(s: config.ConnectorSettings, metrics: ConnectorMetrics) -> Stats:
     """Run one engine until end of input or a termination signal."""
     topic_bytes = s.max_record_bytes + records.RECORD_OVERHEAD
     topic_config = {"max.message.bytes": str(topic_bytes)} if topic_bytes > _TOPIC_DEFAULT_MAX_BYTES else None
     kafka_io.create_topics(s.kafka, {s.raw_topic: 1, s.dlq_topic: 1}, topic_config)
+    watch = kafka_io.ClusterWatch(s.kafka, s.raw_topic).start()
     async with make_client(s.http) as client:
         engine = Engine(
             engine_options(s),
@@ -89,11 +96,15 @@ async def run(s: config.ConnectorSettings, metrics: ConnectorMetrics) -> Stats:
             Caller(client, s.http, s.retry, metrics),
             _producer_factory(s),
             metrics,
+            watch,
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, engine.stop)
-        return await engine.run()
+        try:
+            return await engine.run()
+        finally:
+            watch.stop()
 
 
 GEN0_THRESHOLD = 20_000
@@ -104,9 +115,16 @@ threshold and start-up frozen; 200 ms runs, bound by latency, gained 0-1 %."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; exit 0 on a clean stop, 2 on bad settings, 3 on a pipeline failure (e.g. fenced)."""
+    """Entry point: the exit code says how the run ended.
+
+    0 a clean stop; 2 bad settings (a refused login, a missing input topic); 3 a pipeline failure
+    (Kafka unreachable at start, fenced); 4 every request failed.
+    """
+    metrics = ConnectorMetrics()
     try:
         s = config.load(argv)
+        if s.metrics_port is not None:
+            serve_metrics(s.metrics_port, s.metrics_host, metrics.registry)
     except ConfigError as exc:
         print(f"connector: {exc}", file=sys.stderr)
         return 2
@@ -114,9 +132,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # httpx writes one INFO line per request: at thousands of requests/s that formatting and writing
     # cost about a tenth of the process's CPU. Outcomes are counted in the metrics instead.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
-    metrics = ConnectorMetrics()
-    if s.metrics_port is not None:
-        start_http_server(s.metrics_port, addr=s.metrics_host, registry=metrics.registry)
     log.info(
         "connector starting: url=%s input=%s transport=%s loop=%s",
         s.http.url,
@@ -126,7 +141,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     runtime.tune_gc(GEN0_THRESHOLD)
     try:
+        check_kafka(s)
         stats = aio.run(run(s, metrics))
+    except ConfigError as exc:
+        log.error("connector: %s", exc)
+        return 2
     except PipelineError as exc:
         log.error("connector stopped: %s", exc)
         return 3
@@ -147,6 +166,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats.transactions,
         stats.longest_transaction_s * 1000,
     )
+    return _verdict(stats, s.http.url)
+
+
+EXIT_ALL_FAILED = 4
+"""Exit code of a run that read requests and wrote no response at all (every one a dead letter)."""
+
+
+def _verdict(stats: Stats, url: str) -> int:
+    """0, or ``EXIT_ALL_FAILED`` with one line when no request of the run got a response.
+
+    Each failure is a dead letter with its reason, but a run whose every request failed almost
+    always means a wrong ``--url`` or a vLLM that is down: a scheduler must see it as a failure.
+    """
+    answered = stats.committed - stats.dead_letters
+    if stats.committed and not answered:
+        log.error("every request of the run failed (%d dead letters, none answered): check --url %s "
+                  "and the dead letters' reasons", stats.dead_letters, url)  # fmt: skip
+        return EXIT_ALL_FAILED
     return 0
 
 

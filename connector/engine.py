@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import orjson
 
 from connector import records
+from connector.guard import AlwaysAnswering, GuardedCalls, Reachability
 from connector.http import Caller, Failure, Reply
 from connector.metrics import ConnectorMetrics
 from connector.progress import Progress
@@ -35,7 +36,7 @@ from connector.requests import BodyOptions, Rejected, Request, parse
 from connector.sources import Item, Partition, Source
 from connector.tracker import Window
 from llmpipe import kafka_io
-from llmpipe.errors import DeliveryError, FencedError
+from llmpipe.errors import DeliveryError, FencedError, PipelineError, SourceError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,6 +44,8 @@ PROGRESS_EVERY_S = 10.0
 """A progress line at most this often, and the committer's longest sleep without news."""
 RETRY_PAUSE_S = 0.2
 """Pause after a failed transaction before the next try."""
+SLOW_TRANSACTION_S = 5.0
+"""A transaction that took this long waited for Kafka: its end is logged as the end of an outage."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,7 @@ class Engine:
         caller: Caller,
         producer_factory: Callable[[], kafka_io.TransactionalProducer],
         metrics: ConnectorMetrics,
+        watch: Reachability | None = None,
     ) -> None:
         self.options = options
         self.caller = caller
@@ -127,6 +131,11 @@ class Engine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._source: Source | None = None
         self._producer: kafka_io.TransactionalProducer | None = None
+        self._down_since: float | None = None
+        self._guard = GuardedCalls(watch or AlwaysAnswering())
+        self._replaced_stale = False
+        self._last_txn_s = 0.0
+        """When transactions began to fail in a row (Kafka unreachable, say); None while they succeed."""
         # Labelled children looked up once: ``labels()`` takes a lock and a dict lookup per call.
         self._prompt_tokens = metrics.tokens.labels("prompt")
         self._completion_tokens = metrics.tokens.labels("completion")
@@ -156,7 +165,7 @@ class Engine:
 
         A fatal commit error (fencing) stops intake and is raised after in-flight calls are cancelled.
         """
-        self._producer = await self._on_kafka(self._producer_factory)
+        self._producer = await self._on_kafka(self._guard.make, self._producer_factory)
         self._source = await self._on_kafka(self._source_factory, self._revoke)
         committer = asyncio.create_task(self._commit_loop())
         work = asyncio.create_task(self._intake_then_drain(self._source))
@@ -175,6 +184,7 @@ class Engine:
             self._finished.set()
             await self._on_kafka(self._source.close)
             self._kafka.shutdown(wait=True)
+            self._guard.close()
         self._progress()
         return self.stats
 
@@ -349,9 +359,23 @@ class Engine:
         taken, progress, marks = self._take_ready()
         if not progress or self._source is None:
             return True
+        self._replaced_stale = self._producer is not None and self._guard.producer_is_stale()
+        if self._replaced_stale:
+            log.info("Kafka was unreachable since the transactional producer was made: replacing it")
+            self._recreate()
+        if self._producer is None and not self._make_producer():
+            return False
         outs = [f.out for f in taken]
         if not self._transact(outs, progress):
             return False
+        if self._down_since is not None:
+            log.warning("transactions resumed after %.1fs of failures", time.monotonic() - self._down_since)
+            self._down_since = None
+        elif self._replaced_stale:
+            log.warning("transactions resumed with a new producer after Kafka was unreachable")
+        elif self._last_txn_s >= SLOW_TRANSACTION_S:
+            log.warning("transactions resumed: the last one took %.1fs (Kafka unreachable or overloaded meanwhile)",
+                        self._last_txn_s)  # fmt: skip
         with self._lock:
             for part, (tracker, offsets) in marks.items():
                 if self._trackers.get(part) is tracker:
@@ -385,12 +409,8 @@ class Engine:
         assert producer is not None and source is not None
         try:
             began = time.monotonic()
-            producer.begin()
-            for out in outs:
-                producer.produce(out.topic, out.value, out.key, out.headers)
-            source.commit_into(producer, progress)
-            producer.commit()
-            took = time.monotonic() - began
+            self._guard.run(lambda: self._transaction(producer, source, outs, progress), "transaction")
+            took = self._last_txn_s = time.monotonic() - began
             self.metrics.transaction_time.observe(took)
             self.stats.longest_transaction_s = max(self.stats.longest_transaction_s, took)
             return True
@@ -398,24 +418,62 @@ class Engine:
             log.error("producer fenced: another instance owns %s; stopping", "the transactional id")
             raise
         except kafka_io.TxnAbortable as exc:
-            log.warning("transaction aborted, will retry: %s", exc)
+            self._failing("transaction aborted, retrying", exc)
             self._abort_or_recreate(producer)
         except DeliveryError as exc:  # TxnTimedOut or unknown outcome: new epoch fences stale requests
-            log.warning("transaction outcome unknown, recreating the producer: %s", exc)
+            self._failing("transaction outcome unknown, recreating the producer", exc)
+            self._recreate()
+        except SourceError as exc:  # the input's part of the transaction (offsets, state) failed
+            self._failing("transaction failed, recreating the producer", exc)
             self._recreate()
         self.stats.aborted += 1
         self.metrics.transactions.labels("aborted").inc()
         return False
 
+    @staticmethod
+    def _transaction(
+        producer: kafka_io.TransactionalProducer,
+        source: Source,
+        outs: list[records.Out],
+        progress: dict[Partition, Progress],
+    ) -> None:
+        """The transaction's calls, run on the guard's call thread."""
+        producer.begin()
+        for out in outs:
+            producer.produce(out.topic, out.value, out.key, out.headers)
+        source.commit_into(producer, progress)
+        producer.commit()
+
+    def _failing(self, what: str, exc: Exception) -> None:
+        """Note a failed transaction; only the first of a run of failures is logged (an outage is one line)."""
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            log.warning("%s: %s (retrying until Kafka answers; one line when it does)", what, exc)
+        else:
+            log.debug("%s: %s", what, exc)
+
     def _abort_or_recreate(self, producer: kafka_io.TransactionalProducer) -> None:
         try:
-            producer.abort()
+            self._guard.run(producer.abort, "abort_transaction")
         except FencedError:
             raise
         except DeliveryError as exc:
-            log.warning("abort failed, recreating the producer: %s", exc)
+            log.debug("abort failed, recreating the producer: %s", exc)
             self._recreate()
 
     def _recreate(self) -> None:
+        """Drop the producer; a new one (a new epoch that fences the old one's requests) is made before the next try."""
         self.metrics.producer_recreated.inc()
-        self._producer = self._producer_factory()
+        self._producer = None
+        self._make_producer()
+
+    def _make_producer(self) -> bool:
+        """Create the producer; False while Kafka does not answer (tried again before the next transaction)."""
+        try:
+            self._producer = self._guard.make(self._producer_factory)
+        except FencedError:
+            raise
+        except PipelineError as exc:
+            self._failing("cannot create the transactional producer", exc)
+            return False
+        return True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
@@ -99,6 +100,8 @@ class KafkaSource:
         self._group_id = group_id
         self._state = StateTopic(settings, state_topic)
         self._resumed: dict[Partition, frozenset[int]] = {}
+        self._held: list[kafka_io.Message] = []
+        """Records read whose partitions' state could not be loaded yet (Kafka unreachable)."""
         self._on_revoke = on_revoke
         self._consumer = kafka_io.Consumer(
             settings,
@@ -116,14 +119,26 @@ class KafkaSource:
     def _revoked(self, parts: list[Partition]) -> None:
         for part in parts:
             self._resumed.pop(part, None)
+        lost = set(parts)
+        self._held = [m for m in self._held if (m.topic, m.partition) not in lost]
         self._on_revoke(parts)
 
     def poll(self, max_records: int, timeout_s: float) -> list[Item]:
-        """Records of assigned partitions, in offset order per partition, marked done where committed."""
-        messages = self._consumer.consume(max_records, timeout_s)
+        """Records of assigned partitions, in offset order per partition, marked done where committed.
+
+        A partition's first records wait here until its committed state is read; while Kafka does
+        not answer that read, nothing is returned and the records are held for the next call.
+        """
+        messages, self._held = self._held or self._consumer.consume(max_records, timeout_s), []
         fresh = {(m.topic, m.partition) for m in messages} - self._resumed.keys()
         if fresh:
-            self._resume(fresh, {(m.topic, m.partition): m.offset for m in reversed(messages)})
+            try:
+                self._resume(fresh, {(m.topic, m.partition): m.offset for m in reversed(messages)})
+            except SourceError as exc:
+                log.warning("cannot read the committed state of %s yet, retrying: %s", sorted(fresh), exc)
+                self._held = messages
+                time.sleep(min(timeout_s, 1.0))
+                return []
         return [
             Item((m.topic, m.partition), m.offset, m.value, m.offset in self._resumed[(m.topic, m.partition)])
             for m in messages
