@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,11 +24,20 @@ from jobs.typed_table import (
     ReadRange,
     TopicSource,
 )
-from llmpipe.errors import PipelineError
-from llmpipe.kafka_io import KafkaSettings
+from llmpipe.errors import ConfigError, PipelineError
+from llmpipe.kafka_io import KafkaSettings, await_cluster, require_topic
 from llmpipe.record import TypedRecord
 from llmpipe.runtime import configure_logging
-from llmpipe.settings import env_option, parse_args
+from llmpipe.settings import (
+    Bounded,
+    check_kafka_options,
+    env_option,
+    non_empty,
+    non_negative_int,
+    parse_args,
+    positive_int,
+    topic_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +57,13 @@ class JobSettings:
 
 
 BuildJob = Callable[[Any, JobSettings], Any]
+BuildJobWithArgs = Callable[[Any, JobSettings, argparse.Namespace], Any]
+"""A job that also reads options of its own from the parsed namespace."""
+
+checkpoint_interval = Bounded(int, 10, or_zero=True)
+"""Flink refuses checkpoint intervals under 10 ms (when the job is submitted, long after start)."""
+FROM_VALUES = "earliest, latest, group or timestamp:<epoch ms>"
+UNTIL_VALUES = "none, latest or timestamp:<epoch ms>"
 
 
 def parser(prog: str, description: str | None, *, with_sink: bool = True) -> argparse.ArgumentParser:
@@ -55,38 +72,56 @@ def parser(prog: str, description: str | None, *, with_sink: bool = True) -> arg
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     KafkaSettings.add_options(p, "JOBS")
     env_option(p, "--content-schema", "CONTENT_SCHEMA", help="content JSON Schema file (bundled default)")
-    env_option(p, "--typed-topic", "TYPED_TOPIC",
+    env_option(p, "--typed-topic", "TYPED_TOPIC", type=topic_name,
                help=f"typed topic (default: {DEFAULT_TYPED_BASE}.<schema fingerprint>, as gpu_stage writes)")
     env_option(p, "--from", "JOBS_FROM", default="group", dest="start",
                help="earliest, latest, group (committed offsets) or timestamp:<epoch ms>")
     env_option(p, "--until", "JOBS_UNTIL", default="none",
                help="none (streaming), latest (bounded: stop at the end seen at start) or timestamp:<ms>")
-    env_option(p, "--group-id", "JOBS_GROUP_ID", default=f"llmpipe-{prog.rsplit('.', 1)[-1]}",
+    env_option(p, "--group-id", "JOBS_GROUP_ID", default=f"llmpipe-{prog.rsplit('.', 1)[-1]}", type=non_empty,
                help="Kafka consumer group (offsets committed on checkpoints)")
-    env_option(p, "--watermark-delay", "JOBS_WATERMARK_DELAY_S", default=DEFAULT_WATERMARK_DELAY_S, type=int,
-               help="bounded out-of-orderness of created, seconds (see jobs/typed_table.py)")
-    env_option(p, "--idle-timeout", "JOBS_IDLE_TIMEOUT_S", default=DEFAULT_IDLE_TIMEOUT_S, type=int,
-               help="seconds after which a silent partition stops holding back the watermark")
+    env_option(p, "--watermark-delay", "JOBS_WATERMARK_DELAY_S", default=DEFAULT_WATERMARK_DELAY_S,
+               type=non_negative_int, help="bounded out-of-orderness of created, seconds (see jobs/typed_table.py)")
+    env_option(p, "--idle-timeout", "JOBS_IDLE_TIMEOUT_S", default=DEFAULT_IDLE_TIMEOUT_S, type=positive_int,
+               help="seconds after which a silent partition stops holding back the watermark (>= 1: with 0 "
+               "it never does, and windows wait for it forever)")
     p.add_argument("--watermark-on-event", action="store_true",
                    help="emit a watermark per record (deterministic late-record drops; slower)")
     if with_sink:
-        env_option(p, "--features-topic", "FEATURES_TOPIC", default=DEFAULT_FEATURES_TOPIC,
+        env_option(p, "--features-topic", "FEATURES_TOPIC", default=DEFAULT_FEATURES_TOPIC, type=topic_name,
                    help="output topic (JSON value, entity as key)")
         p.add_argument("--print", action="store_true", dest="print_rows",
                        help="print rows to stdout instead of writing the topic")
-    env_option(p, "--parallelism", "JOBS_PARALLELISM", default=1, type=int, help="Flink parallelism")
-    env_option(p, "--checkpoint-interval-ms", "JOBS_CHECKPOINT_INTERVAL_MS", default=60000, type=int,
-               help="checkpoint interval (commits consumer offsets; 0 disables)")
+    env_option(p, "--parallelism", "JOBS_PARALLELISM", default=1, type=positive_int, help="Flink parallelism (>= 1)")
+    env_option(p, "--checkpoint-interval-ms", "JOBS_CHECKPOINT_INTERVAL_MS", default=60000, type=checkpoint_interval,
+               help="checkpoint interval (commits consumer offsets; 0 disables, else >= 10)")
     p.add_argument("--no-jars", action="store_true",
                    help="do not add the local connector jars (a cluster whose lib/ already has them)")
     return p
 
 
+def _check_range_word(flag: str, allowed: str, value: str, probe: ReadRange) -> None:
+    """Refuse ``value`` now when ``probe`` (a range with it) cannot make its options."""
+    try:
+        probe.options()
+    except ConfigError as exc:
+        msg = f"{flag} must be {allowed}, not {value!r}"
+        raise ConfigError(msg) from exc
+
+
+def _read_range(args: argparse.Namespace) -> ReadRange:
+    """``--from``/``--until`` checked now: the job would refuse them only once Flink's JVM has started."""
+    _check_range_word("--from", FROM_VALUES, args.start, ReadRange(start=args.start, group_id="probe"))
+    _check_range_word("--until", UNTIL_VALUES, args.until, ReadRange(start="earliest", until=args.until))
+    return ReadRange(start=args.start, until=args.until, group_id=args.group_id)
+
+
 def settings_from_args(args: argparse.Namespace) -> JobSettings:
-    """Build the frozen settings from parsed options."""
+    """Build the frozen settings from parsed options (value ranges were checked as they were parsed)."""
+    check_kafka_options(args)
     kafka = KafkaSettings.from_args(args)
-    record = TypedRecord.from_file(args.content_schema)
-    read = ReadRange(start=args.start, until=args.until, group_id=args.group_id)
+    record = TypedRecord.from_file(args.content_schema, "--content-schema")
+    read = _read_range(args)
     event_time = EventTime(args.watermark_delay, args.idle_timeout, args.watermark_on_event)
     typed = TopicSource(kafka, args.typed_topic or record.versioned_topic(DEFAULT_TYPED_BASE), read, event_time)
     dlq_topic = getattr(args, "dlq_topic", None)
@@ -99,15 +134,50 @@ def settings_from_args(args: argparse.Namespace) -> JobSettings:
     return JobSettings(typed=typed, sink=sink, flink=flink, record=record, dlq=dlq)
 
 
+def check_kafka(settings: JobSettings, *, writes_sink: bool = True) -> None:
+    """Before Flink starts: the cluster answers and every topic the job reads or writes exists.
+
+    Flink's Kafka source waits silently for a topic that does not exist and for a cluster that does
+    not answer, so a wrong name or address would otherwise look like a job with nothing to read.
+    """
+    kafka = settings.typed.kafka
+    await_cluster(kafka)
+    require_topic(kafka, settings.typed.topic, "--typed-topic")
+    if settings.dlq is not None:
+        require_topic(kafka, settings.dlq.topic, "--dlq-topic")
+    if writes_sink and not settings.sink.print_rows:
+        require_topic(kafka, settings.sink.topic, "--features-topic")
+
+
 def run(build_job: BuildJob, p: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
-    """Parse options, build the job on a fresh TableEnvironment, run it; 0 on success, 1 on failure."""
+    """Parse options, build the job on a fresh TableEnvironment, run it; 0 on success, 1 on failure.
+
+    Bad options: one line on stderr naming the option, exit 2, before Flink starts.
+    """
+    return run_with_args(lambda t_env, settings, _args: build_job(t_env, settings), p, argv)
+
+
+def run_with_args(build_job: BuildJobWithArgs, p: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    """:func:`run` for a job that reads options of its own from the parsed namespace."""
     configure_logging("INFO")
-    args = parse_args(p, argv)
     try:
+        args = parse_args(p, argv)
         settings = settings_from_args(args)
+    except ConfigError as exc:
+        sys.stderr.write(f"{p.prog.removeprefix('python -m ')}: {exc}\n")
+        return 2
+    try:
+        check_kafka(settings, writes_sink=hasattr(args, "features_topic"))
+    except ConfigError as exc:
+        log.error("%s: %s", p.prog, exc)
+        return 2
+    except PipelineError as exc:
+        log.error("%s: %s", p.prog, exc)
+        return 1
+    try:
         log.info("reading %s (from=%s until=%s), parallelism %d", settings.typed.topic,
                  settings.typed.read.start, settings.typed.read.until, settings.flink.parallelism)
-        execute(build_job(table_env(settings.flink), settings))
+        execute(build_job(table_env(settings.flink), settings, args))
     except PipelineError as exc:
         log.error("%s: %s", p.prog, exc)
         return 1

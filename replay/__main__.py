@@ -14,12 +14,52 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from llmpipe.errors import PipelineError
+from llmpipe.dlq import Reason
+from llmpipe.errors import ConfigError, PipelineError
 from llmpipe.kafka_io import KafkaSettings
-from llmpipe.runtime import configure_logging
-from llmpipe.settings import env_option, parse_args
+from llmpipe.runtime import configure_logging, logging_spec
+from llmpipe.settings import (
+    Bounded,
+    Checked,
+    check_kafka_options,
+    env_option,
+    non_empty,
+    parse_args,
+    positive_float,
+    topic_name,
+)
 from replay.replayer import Outcome, Replayer, ReplaySettings
-from replay.selection import Selection
+from replay.selection import Selection, parse_time
+
+STAGES = ("connector", "gpu_stage")
+"""The stages that write dead letters (their ``__dlq.stage`` header)."""
+MAX_BATCH_RECORDS = 1_000_000
+"""The most records one consume call of the Kafka client returns."""
+
+
+def _names(known: tuple[str, ...]) -> Checked[str]:
+    """A comma-separated list of some of ``known`` (empty: any): a misspelt name would select nothing."""
+
+    def check(text: str) -> str:
+        unknown = [name for name in (part.strip() for part in text.split(",")) if name and name not in known]
+        if unknown:
+            msg = f"unknown: {', '.join(unknown)}"
+            raise ValueError(msg)
+        return text
+
+    return Checked(f"a comma-separated list of {', '.join(known)} (empty: any)", check)
+
+
+def _moment(text: str) -> str:
+    try:
+        parse_time(text)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from exc
+    return text
+
+
+moment = Checked("epoch ms or an ISO-8601 time", _moment)
+batch_records = Bounded(int, 1, MAX_BATCH_RECORDS)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,29 +67,39 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m replay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     KafkaSettings.add_options(p, "REPLAY")
-    env_option(p, "--dlq-topic", "REPLAY_DLQ_TOPIC", default="llm.dlq", help="dead-letter topic to read")
-    env_option(p, "--reason", "REPLAY_REASONS", default="", help="reason codes to replay, comma-separated (any)")
-    env_option(p, "--stage", "REPLAY_STAGES", default="", help="stages to replay: connector, gpu_stage (any)")
-    env_option(p, "--since", "REPLAY_SINCE", help="DLQ records at or after this time (epoch ms or ISO-8601)")
-    env_option(p, "--until", "REPLAY_UNTIL", help="DLQ records before this time (epoch ms or ISO-8601)")
-    env_option(p, "--target-topic", "REPLAY_TARGET_TOPIC",
+    env_option(p, "--dlq-topic", "REPLAY_DLQ_TOPIC", default="llm.dlq", type=topic_name,
+               help="dead-letter topic to read")
+    env_option(p, "--reason", "REPLAY_REASONS", default="", type=_names(tuple(Reason)),
+               help="reason codes to replay, comma-separated (any)")
+    env_option(p, "--stage", "REPLAY_STAGES", default="", type=_names(STAGES),
+               help="stages to replay: connector, gpu_stage (any)")
+    env_option(p, "--since", "REPLAY_SINCE", type=moment,
+               help="DLQ records at or after this time (epoch ms or ISO-8601)")
+    env_option(p, "--until", "REPLAY_UNTIL", type=moment, help="DLQ records before this time (epoch ms or ISO-8601)")
+    env_option(p, "--target-topic", "REPLAY_TARGET_TOPIC", type=topic_name,
                help="send everything here instead of each record's __connect.errors.topic")
-    env_option(p, "--group-id", "REPLAY_GROUP_ID", default="llmpipe-replay",
+    env_option(p, "--group-id", "REPLAY_GROUP_ID", default="llmpipe-replay", type=non_empty,
                help="consumer group whose DLQ offsets record the replay's progress")
-    env_option(p, "--transactional-id", "REPLAY_TRANSACTIONAL_ID", default="llmpipe-replay-0",
+    env_option(p, "--transactional-id", "REPLAY_TRANSACTIONAL_ID", default="llmpipe-replay-0", type=non_empty,
                help="stable id: a second replay with the same id fences the first")
-    env_option(p, "--batch-records", "REPLAY_BATCH_RECORDS", default=500, type=int, help="records per transaction")
-    env_option(p, "--max-records-per-s", "REPLAY_MAX_RECORDS_PER_S", type=float,
-               help="rate limit, so a large replay does not swamp the stage it feeds")
+    env_option(p, "--batch-records", "REPLAY_BATCH_RECORDS", default=500, type=batch_records,
+               help=f"records per transaction (1-{MAX_BATCH_RECORDS})")
+    env_option(p, "--max-records-per-s", "REPLAY_MAX_RECORDS_PER_S", type=positive_float,
+               help="rate limit (> 0), so a large replay does not swamp the stage it feeds; unset: none")
     env_option(p, "--dry-run", "REPLAY_DRY_RUN", default=False, action="store_true",
                help="count what would be replayed; write nothing, commit no progress")
-    env_option(p, "--log-level", "REPLAY_LOG_LEVEL", default="INFO", help="logging level")
+    env_option(p, "--log-level", "REPLAY_LOG_LEVEL", default="INFO", type=logging_spec,
+               help="logging level, then any logger=LEVEL")
     return p
 
 
 def settings_from(args: argparse.Namespace) -> ReplaySettings:
-    """The frozen settings of one run."""
+    """The frozen settings of one run (each value was checked as it was parsed)."""
+    check_kafka_options(args)
     selection = Selection.build([args.reason], [args.stage], args.since, args.until, args.target_topic)
+    if selection.since_ms is not None and selection.until_ms is not None and selection.since_ms >= selection.until_ms:
+        msg = f"--since ({args.since}) must be before --until ({args.until}): nothing could be selected"
+        raise ConfigError(msg)
     return ReplaySettings(KafkaSettings.from_args(args), args.dlq_topic, args.group_id, args.transactional_id,
                           selection, args.dry_run, args.batch_records, args.max_records_per_s)
 
@@ -64,16 +114,23 @@ def report(outcome: Outcome, dry_run: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 on success, 2 on bad options, 1 on a Kafka failure (nothing uncommitted is visible)."""
-    args = parse_args(parser(), argv)
-    configure_logging(args.log_level)
+    """Run one replay; the exit code says how it ended.
+
+    0 success; 2 bad options, refused credentials or a missing topic (one line); 1 a Kafka failure,
+    an unreachable cluster included (nothing uncommitted is visible).
+    """
     try:
+        args = parse_args(parser(), argv)
         settings = settings_from(args)
-    except PipelineError as exc:
+    except ConfigError as exc:
         print(f"replay: {exc}", file=sys.stderr)
         return 2
+    configure_logging(args.log_level)
     try:
         outcome = Replayer(settings).run()
+    except ConfigError as exc:
+        logging.getLogger("replay").error("replay: %s", exc)
+        return 2
     except PipelineError as exc:
         logging.getLogger("replay").error("replay stopped: %s", exc)
         return 1

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 
 from llmpipe.dlq import HEADER_REASON
 from llmpipe.errors import PipelineError, SourceError
-from llmpipe.kafka_io import Consumer, KafkaSettings, Message, TransactionalProducer, end_offsets, offsets
+from llmpipe.kafka_io import (
+    Consumer,
+    KafkaSettings,
+    Message,
+    TransactionalProducer,
+    await_cluster,
+    end_offsets,
+    offsets,
+    require_topic,
+)
 from replay.selection import Selection, replay_headers
 
 log = logging.getLogger(__name__)
@@ -62,6 +71,11 @@ class Replayer:
 
     def __init__(self, settings: ReplaySettings) -> None:
         self.s = settings
+        await_cluster(settings.kafka)
+        require_topic(settings.kafka, settings.dlq_topic, "--dlq-topic")
+        if settings.selection.target_topic is not None:
+            require_topic(settings.kafka, settings.selection.target_topic, "--target-topic")
+        self._targets_seen: set[str] = set()
         self.ends = end_offsets(settings.kafka, settings.dlq_topic)
         # Static membership: a replay restarted after a crash takes its partitions back at once instead of
         # waiting for the dead member's session to expire.
@@ -116,11 +130,22 @@ class Replayer:
                 continue
             routed.append((target, message))
         if self.producer is not None:
+            self._require_targets({target for target, _ in routed})
             self._commit(routed, batch)
         for target, message in routed:
             self.outcome.replayed[(target, _reason(message))] += 1
         for message in batch:
             self.done[message.partition] = max(self.done.get(message.partition, 0), message.offset + 1)
+
+    def _require_targets(self, targets: set[str]) -> None:
+        """Check that each target topic exists, once per topic.
+
+        A record sent to a missing topic fails its transaction only after librdkafka's message
+        timeout, with an error line per retry, and stops the replay anyway.
+        """
+        for target in sorted(targets - self._targets_seen):
+            require_topic(self.s.kafka, target, "the dead letters' source topic (or --target-topic)")
+            self._targets_seen.add(target)
 
     def _commit(self, routed: list[tuple[str, Message]], batch: list[Message]) -> None:
         """One transaction: the re-driven records and the DLQ offsets after this batch."""
@@ -135,9 +160,9 @@ class Replayer:
             self.producer.send_offsets(offsets((self.s.dlq_topic, p, o) for p, o in nexts.items()),
                                        self.consumer.group_metadata())
             self.producer.commit()
-        except PipelineError:
-            log.exception("replay transaction failed; nothing of this batch was committed")
-            raise
+        except PipelineError as exc:
+            msg = f"replay transaction failed, nothing of this batch was committed: {exc}"
+            raise type(exc)(msg) from exc
 
     def _throttle(self, records: int, started: float) -> None:
         """Hold the rate under ``max_records_per_s`` so a large replay does not swamp the stage it feeds."""
