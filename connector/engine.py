@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import orjson
 
 from connector import records
-from connector.guard import AlwaysAnswering, GuardedCalls, Reachability
+from connector.guard import GuardedCalls
 from connector.http import Caller, Failure, Reply
 from connector.metrics import ConnectorMetrics
 from connector.progress import Progress
@@ -112,7 +112,7 @@ class Engine:
         caller: Caller,
         producer_factory: Callable[[], kafka_io.TransactionalProducer],
         metrics: ConnectorMetrics,
-        watch: Reachability | None = None,
+        watch: kafka_io.Reachability | None = None,
     ) -> None:
         self.options = options
         self.caller = caller
@@ -132,7 +132,7 @@ class Engine:
         self._source: Source | None = None
         self._producer: kafka_io.TransactionalProducer | None = None
         self._down_since: float | None = None
-        self._guard = GuardedCalls(watch or AlwaysAnswering())
+        self._guard = GuardedCalls(watch or kafka_io.AlwaysAnswering())
         self._replaced_stale = False
         self._last_txn_s = 0.0
         """When transactions began to fail in a row (Kafka unreachable, say); None while they succeed."""

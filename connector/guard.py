@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent import futures
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from llmpipe import kafka_io
+from llmpipe.kafka_io import Reachability
 
 T = TypeVar("T")
 
@@ -27,29 +28,6 @@ RETURN_GRACE_S = 3.0
 
 CALL_BOUND_S = 60.0
 """How long any other call may block while Kafka answers (two of librdkafka's 30 s timeouts)."""
-
-
-class Reachability(Protocol):
-    """What the guard needs to know of the cluster (a :class:`~llmpipe.kafka_io.ClusterWatch`)."""
-
-    down_since: float | None
-    last_down_at: float
-
-    def answering_for(self, now: float) -> float:
-        """Seconds Kafka has been answering since the latest outage (0 while it does not)."""
-        ...
-
-
-class AlwaysAnswering:
-    """Stands in where no cluster watch runs: Kafka counts as answering all along."""
-
-    down_since: float | None = None
-    last_down_at = float("-inf")
-
-    def answering_for(self, now: float) -> float:
-        """Forever."""
-        del now
-        return float("inf")
 
 
 class GuardedCalls:

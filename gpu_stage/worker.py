@@ -35,7 +35,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar, cast
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -48,9 +48,11 @@ from llmpipe.dlq import BadRecord
 from llmpipe.errors import FencedError, ParseError, PipelineError, SourceError
 from llmpipe.kafka_io import (
     ANY_PARTITION,
+    AlwaysAnswering,
     CallThread,
     Consumer,
     Message,
+    Reachability,
     Records,
     TopicPartitions,
     TransactionalProducer,
@@ -115,29 +117,6 @@ and at most half of ``--txn-deadline``) before it is given up and the producer r
 RECOVERY_BACKOFF_S = (0.5, 5.0)
 """The first and the longest pause between attempts to make the producer usable and rewind while
 Kafka does not answer; the pause doubles from one attempt to the next."""
-
-
-class Reachability(Protocol):
-    """What the worker needs to know of the cluster's state (a :class:`~llmpipe.kafka_io.ClusterWatch`)."""
-
-    down_since: float | None
-    last_down_at: float
-
-    def answering_for(self, now: float) -> float:
-        """Seconds Kafka has been answering since the latest outage (0 while it does not)."""
-        ...
-
-
-class AlwaysAnswering:
-    """Stands in where no cluster watch runs (tests, tools): Kafka counts as answering all along."""
-
-    down_since: float | None = None
-    last_down_at = float("-inf")
-
-    def answering_for(self, now: float) -> float:
-        """Forever."""
-        del now
-        return float("inf")
 
 
 @dataclass

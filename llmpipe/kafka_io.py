@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
@@ -1025,6 +1025,29 @@ class CallThread:
     def shutdown(self) -> None:
         """Let the thread end after the calls already submitted (without waiting for them)."""
         self._queue.put(None)
+
+
+class Reachability(Protocol):
+    """What a service needs to know of the cluster's state (a :class:`ClusterWatch`)."""
+
+    down_since: float | None
+    last_down_at: float
+
+    def answering_for(self, now: float) -> float:
+        """Seconds Kafka has been answering since the latest outage (0 while it does not)."""
+        ...
+
+
+class AlwaysAnswering:
+    """Stands in where no cluster watch runs (tests, tools): Kafka counts as answering all along."""
+
+    down_since: float | None = None
+    last_down_at = float("-inf")
+
+    def answering_for(self, now: float) -> float:
+        """Forever."""
+        del now
+        return float("inf")
 
 
 class ClusterWatch:

@@ -76,3 +76,17 @@ def new_topic(kafka: KafkaSettings) -> Iterator[Callable[..., str]]:
     yield make
     if made:
         delete_topics(kafka, made)
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """A broker of the test's own, as (run folder, port), for tests that kill and restart it."""
+    from stack import broker
+
+    root = tmp_path / "kafka"
+    port = broker.free_port()
+    broker.start(root, port)
+    try:
+        yield root, port
+    finally:
+        broker.stop(root)

@@ -101,6 +101,12 @@ def produce_requests(kafka: KafkaSettings, topic: str, ids: Sequence[str]) -> No
     producer.flush()
 
 
+def write_requests(path: Path, ids: Sequence[str]) -> None:
+    """A JSONL input file of one short request per id."""
+    lines = (json.dumps({"request_id": rid, "messages": [{"role": "user", "content": "q"}]}) for rid in ids)
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
 def committed_keys(kafka: KafkaSettings, *topics: str) -> Counter[bytes | None]:
     keys: Counter[bytes | None] = Counter()
     for topic in topics:

@@ -7,7 +7,6 @@ import re
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,21 +15,9 @@ from llmpipe import kafka_io
 from llmpipe.kafka_io import KafkaSettings, create_topics
 from stack import broker
 
-from .harness import Topics, connector_cmd, produce_requests, simulator, start, wait_for
+from .harness import Topics, connector_cmd, produce_requests, simulator, start, wait_for, write_requests
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """A broker of this test's own (the session broker must not be killed)."""
-    root = tmp_path / "kafka"
-    port = broker.free_port()
-    broker.start(root, port)
-    try:
-        yield root, port
-    finally:
-        broker.stop(root)
 
 
 def _written(kafka: KafkaSettings, topics: Topics) -> int:
@@ -51,8 +38,7 @@ def test_broker_killed_and_restarted_mid_run(own_broker: tuple[Path, int], tmp_p
         where = ["--input-topic", topics.requests, "--group-id", "outage"]
     else:
         path = tmp_path / "requests.jsonl"
-        path.write_text("".join(f'{{"request_id": "{i}", "messages": [{{"role": "user", "content": "q"}}]}}\n'
-                                for i in ids))  # fmt: skip
+        write_requests(path, ids)
         where = ["--input-file", str(path)]
     log = tmp_path / "connector.log"
     with simulator("--seed", "9", "--ttft-ms", "100") as url:

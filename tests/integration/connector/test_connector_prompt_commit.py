@@ -16,7 +16,17 @@ from llmpipe import headers as h
 from llmpipe import kafka_io
 from llmpipe.kafka_io import KafkaSettings
 
-from .harness import Topics, connector_cmd, count_committed, produce_requests, simulator, start, stop, wait_for
+from .harness import (
+    Topics,
+    connector_cmd,
+    count_committed,
+    produce_requests,
+    simulator,
+    start,
+    stop,
+    wait_for,
+    write_requests,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -100,8 +110,7 @@ def test_kills_under_faults_call_again_only_the_window(
         where = ["--input-topic", topics.requests, "--group-id", f"g-{topics.raw}"]
     else:
         path = tmp_path / "requests.jsonl"
-        path.write_text("".join(f'{{"request_id": "{i}", "messages": [{{"role": "user", "content": "q"}}]}}\n'
-                                for i in ids))  # fmt: skip
+        write_requests(path, ids)
         where = ["--input-file", str(path)]
     log = tmp_path / "connector.log"
     with simulator("--seed", "5", "--ttft-ms", "40", *FAULTS) as url:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -36,18 +35,6 @@ MAX_OUTAGE_LINES = 50
 """The most log lines one worker may write from the kill to the first commit after the broker's return."""
 
 GROUP = "g"
-
-
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[tuple[Path, int]]:
-    """A broker of this test's own (the session broker must not be killed)."""
-    root = tmp_path / "kafka"
-    port = broker.free_port()
-    broker.start(root, port)
-    try:
-        yield root, port
-    finally:
-        broker.stop(root)
 
 
 class Feed(threading.Thread):
