@@ -8,14 +8,18 @@ from collections.abc import Sequence
 from demo.run import Demo
 from demo.settings import load
 from demo.summary import render
-from llmpipe.errors import PipelineError
+from llmpipe.errors import ConfigError, PipelineError
 from llmpipe.runtime import configure_logging
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run once; 0 when every check held, 1 when a check failed, 2 when the run itself failed."""
+    """Run once; 0 when every check held, 1 when a check failed, 2 on a bad option or a failed run."""
     configure_logging("WARNING")
-    settings = load(argv)
+    try:
+        settings = load(argv)
+    except ConfigError as exc:
+        print(f"demo: {exc}", file=sys.stderr)
+        return 2
     try:
         report = Demo(settings).run()
     except PipelineError as exc:
