@@ -443,6 +443,8 @@ class Worker:
                     self._watchdog.disarm()  # nothing to commit: nothing can hang
                     if self._watch.down_since is None:
                         self._outage.answering_while_idle()
+                    else:  # an outage is not idleness: input may be waiting behind it
+                        idle_since = time.monotonic()
                     if self._idle_for(idle_since):
                         # Only now is the broker asked whether the group is done: that query can take
                         # seconds on a busy coordinator, and records arriving meanwhile would wait.

@@ -22,6 +22,7 @@ from llmpipe.kafka_io import CallThread, KafkaSettings, TxnTimedOut
 from tests.unit.gpu_stage.test_worker_commit import (
     TOPIC,
     FakeProducer,
+    IdleConsumer,
     Journal,
     Log,
     ScriptedConsumer,
@@ -243,3 +244,19 @@ class TestCallThread:
         release.set()
         assert stuck.result(timeout=5) is True
         calls.shutdown()
+
+
+def test_time_in_an_outage_does_not_count_as_idle() -> None:
+    """Input may be waiting behind an outage: the idle exit counts only time in which Kafka answers."""
+    journal, log, records, watch = Journal(), Log(), _records(30), FakeWatch()
+    settings = WorkerSettings(kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.3, batch_wait_ms=5,
+                              parse_chunk_records=0, kernel_cache=None)  # fmt: skip
+    producers = iter(lambda: FakeProducer(journal, log, {}), None)
+    worker = ScriptedWorker(settings, IdleConsumer(journal, log, records), producers)
+    worker._watch = watch
+    watch.down()
+    threading.Timer(1.0, watch.up).start()
+    started = time.monotonic()
+    assert worker.run() == 0
+    assert time.monotonic() - started >= 1.3  # 1.0 s without an answer, then 0.3 s idle after it
+    _assert_each_key_once(log, records)
