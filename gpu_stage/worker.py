@@ -238,9 +238,8 @@ class Outage:
         self._end("Kafka back, transaction recovered after %.1fs (failed transactions: %d)")
 
     def answering_while_idle(self) -> None:
-        """Kafka answers and nothing waits to be committed: a run without failed transactions is over."""
-        if not self.failures:
-            self._end("Kafka back after %.1fs (failed transactions: %d; nothing was waiting to be committed)")
+        """Kafka answers and nothing waits to be committed (a failed batch was rewound or its partitions moved on)."""
+        self._end("Kafka back after %.1fs (failed transactions: %d; nothing was waiting to be committed)")
 
     def _end(self, line: str) -> None:
         if self.since is None:
