@@ -209,7 +209,9 @@ class Engine:
     async def _admit(self, item: Item) -> None:
         """Register the item, then skip it (done before), answer it now (bad input) or start its call."""
         with self._lock:
-            tracker = self._trackers.setdefault(item.partition, Window())
+            tracker = self._trackers.get(item.partition)
+            if tracker is None:
+                tracker = self._trackers[item.partition] = Window(ahead=set(item.ahead))
             tracker.register(item.offset, done=item.done)
             self._pending += 1
         self.stats.read += 1

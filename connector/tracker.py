@@ -30,6 +30,9 @@ class Window(Generic[T]):
     """Finished, not yet committed."""
     done: set[int] = field(default_factory=set)
     """Committed (now or by an earlier run), still ahead of the position."""
+    ahead: set[int] = field(default_factory=set)
+    """Committed by an earlier run and not read yet: kept in every progress written until they are,
+    or a crash before they are read again would forget them and call them a second time."""
 
     def register(self, offset: int, *, done: bool = False) -> None:
         """Remember an offset as read; ``done`` when an earlier run already committed its output."""
@@ -37,8 +40,9 @@ class Window(Generic[T]):
             msg = f"offset {offset} not after {self.order[-1]}"
             raise ValueError(msg)
         self.order.append(offset)
-        if done:
+        if done or offset in self.ahead:
             self.done.add(offset)
+        self.ahead.discard(offset)
 
     def complete(self, offset: int, result: T) -> None:
         """Store the result of a registered offset."""
@@ -64,7 +68,7 @@ class Window(Generic[T]):
             if offset not in done:
                 position = offset
                 break
-        return Progress(position, frozenset(o for o in done if o >= position))
+        return Progress(position, frozenset(o for o in done | self.ahead if o >= position))
 
     def commit(self, offsets: Iterable[int]) -> int:
         """Mark ``offsets`` committed and pass the position over the done prefix; how many it passed."""

@@ -108,3 +108,19 @@ def test_every_offset_committed_once_and_position_never_passes_a_gap(n: int, see
         commit()
     assert sorted(committed) == list(range(n))
     assert len(w) == 0
+
+
+def test_done_offsets_not_read_yet_stay_in_the_progress() -> None:
+    """A restart's first read may stop before the offsets an earlier run committed ahead; a progress
+    written meanwhile must still hold them, or a second crash would have them called again."""
+    w: Window[str] = Window(ahead={105, 106})
+    for off in range(100, 104):
+        w.register(off)
+        w.complete(off, "x")
+    assert w.progress_after(range(100, 104)) == Progress(104, frozenset({105, 106}))
+    w.commit(range(100, 104))
+    w.register(104)
+    w.register(105)
+    assert w.done == {105} and w.ahead == {106}
+    w.complete(104, "y")
+    assert w.progress_after([104]) == Progress(106, frozenset({106}))  # read from 106, and skip it
