@@ -38,14 +38,18 @@ STATE_TOPIC_CONFIG = {
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One input record and its position; ``done`` when an earlier run already committed its output."""
+    """One input record and its position."""
 
     partition: Partition
     offset: int
     value: bytes | None
-    done: bool = False
     ahead: frozenset[int] = frozenset()
     """Every offset of the partition that an earlier run committed ahead of its position."""
+
+    @property
+    def done(self) -> bool:
+        """An earlier run already committed this record's output."""
+        return self.offset in self.ahead
 
 
 class Source(Protocol):
@@ -141,11 +145,8 @@ class KafkaSource:
                 self._held = messages
                 time.sleep(min(timeout_s, 1.0))
                 return []
-        return [self._item(m, self._resumed[(m.topic, m.partition)]) for m in messages]
-
-    @staticmethod
-    def _item(m: kafka_io.Message, done: frozenset[int]) -> Item:
-        return Item((m.topic, m.partition), m.offset, m.value, m.offset in done, done)
+        resumed = self._resumed
+        return [Item((m.topic, m.partition), m.offset, m.value, resumed[(m.topic, m.partition)]) for m in messages]
 
     def _resume(self, parts: set[Partition], first_offsets: dict[Partition, int]) -> None:
         """Load the done sets of newly assigned partitions (one read of the state topic for all)."""
@@ -228,7 +229,7 @@ class FileSource:
                 break
             value = line.rstrip(b"\r\n")
             if value.strip():  # blank lines are separators, not records
-                out.append(Item(self.partition, self.next_line, value, self.next_line in self._done, self._done))
+                out.append(Item(self.partition, self.next_line, value, self._done))
             self.next_line += 1
         return out
 
