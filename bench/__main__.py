@@ -18,7 +18,7 @@ from typing import Any
 
 from bench import backends, corpus, machine, peers
 from bench.checksum import Checksum
-from gpu_stage.bench_transform import add_lane_knobs, lane_knobs, set_lane_knobs
+from bench.transform import add_lane_knobs, lane_knobs, set_lane_knobs
 from gpu_stage.runtime import tune_process, usable_cores
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -140,7 +140,7 @@ def _diff(got: Checksum, want: Checksum) -> dict[str, int]:
 
 def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Main run (with the value checksum) and the sweep, per usable backend."""
-    from gpu_stage.backends.base import TransformSettings
+    from gpu_stage.transform.api import TransformSettings
 
     settings = TransformSettings(native_threads=args.native_threads or None)
     main_runs: list[dict[str, Any]] = []

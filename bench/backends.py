@@ -1,7 +1,7 @@
 """gpu_stage's backends on the bench corpus: throughput, per-batch latency and the value checksum.
 
-Timing is :func:`gpu_stage.bench_transform.time_batches` (one warm-up batch, then each ``parse`` call
-timed alone), so these figures and ``python -m gpu_stage.bench_transform``'s mean the same thing.
+Timing is :func:`bench.transform.time_batches` (one warm-up batch, then each ``parse`` call
+timed alone), so these figures and ``python -m bench.transform``'s mean the same thing.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from bench.checksum import Checksum, of_avro
-from gpu_stage.backends.base import Backend, StreamBackend, TransformSettings
-from gpu_stage.batch import RawBatch
-from gpu_stage.bench_transform import time_batches, time_stream
-from gpu_stage.packed import PackedBatch
+from bench.transform import time_batches, time_stream
 from gpu_stage.synth import batch
+from gpu_stage.transform.api import Backend, StreamBackend, TransformSettings
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.packed import PackedBatch
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ POOL_BYTES = 32 << 30
 
 def build(name: str, settings: TransformSettings) -> tuple[Backend | None, str | None]:
     """The backend called ``name`` via ``select.by_name``, or (None, why not) when it cannot run here."""
-    from gpu_stage.backends import select
+    from gpu_stage.transform import choose as select
 
     if name == "gpu":
         reason = select.gpu_unusable_reason()
@@ -111,7 +111,7 @@ def run(
 
     With ``packed`` the batches are packed first (untimed) into the backend's input buffers, as a fetch
     into them would leave them, and streamed through the backend
-    (:func:`gpu_stage.bench_transform.time_stream`); its name gets ``-packed``. With several
+    (:func:`bench.transform.time_stream`); its name gets ``-packed``. With several
     ``passes`` the figures are those of the median pass, and every pass's seconds are kept.
     """
     if packed:

@@ -1,4 +1,4 @@
-"""The Flink SQL peer (``jobs.peer_raw``'s query) over the bench corpus, with the same checksum.
+"""The Flink SQL peer (``bench.flink_peer_raw``'s query) over the bench corpus, with the same checksum.
 
 The job's own source is Kafka; here the same SELECT reads the bodies from a file (``raw`` format, one
 body per line) through a view shaped like its raw table, so the figure is Flink's extraction without a
@@ -90,7 +90,7 @@ def _timed(t_env: Any, sql: str, path: Path, lines: list[bytes]) -> tuple[float,
 
 def run(values: list[bytes], parallelism: int) -> FlinkRun:
     """Run the peer query over ``values`` (already filtered by :func:`flink_input`) and over a tenth."""
-    from jobs import peer_raw
+    from bench import flink_peer_raw as peer_raw
     from jobs.flink_env import FlinkSettings, table_env
     from llmpipe.record import TypedRecord
 

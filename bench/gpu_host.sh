@@ -24,11 +24,11 @@ if [ "$what" = lane-tests ]; then  # the device lane's own GPU tests (part of te
 fi
 if [ "$what" = transform ] || [ "$what" = all ]; then
     # The transform on at most 2 CPU cores: large batches, 1 M-record batches, 10 k-record batches.
-    step two_cores python -m gpu_stage.bench_transform --records 500000 --batch-size 100000 --backends gpu,cpu \
+    step two_cores python -m bench.transform --records 500000 --batch-size 100000 --backends gpu,cpu \
         --out "$out/transform-h200.json" > "$out/gpu-bench-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 1000000 --backends gpu \
+    step two_cores python -m bench.transform --records 2000000 --batch-size 1000000 --backends gpu \
         --out "$out/transform-1m-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 200000 --batch-size 10000 --backends gpu,cpu \
+    step two_cores python -m bench.transform --records 200000 --batch-size 10000 --backends gpu,cpu \
         --out "$out/transform-10k-h200.json" >> "$out/gpu-bench-h200.log" 2>&1
 fi
 if [ "$what" = packed ] || [ "$what" = all ]; then
@@ -36,14 +36,14 @@ if [ "$what" = packed ] || [ "$what" = all ]; then
     # against the native core on the same packed batches; at most 2 CPU cores. 1 M-record batches hold
     # about 4.3 GiB on the device, so their pool is 32 GiB. Then where the main thread spends a
     # stream (cProfile, own time; its rates are not figures). packed-peers: the harness with packed input.
-    step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 100000 --backends gpu,cpu \
+    step two_cores python -m bench.transform --records 2000000 --batch-size 100000 --backends gpu,cpu \
         --input packed --serial --out "$out/transform-packed-h200.json" > "$out/gpu-packed-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 1000000 --backends gpu \
+    step two_cores python -m bench.transform --records 2000000 --batch-size 1000000 --backends gpu \
         --input packed --serial --gpu-pool-bytes $((32 << 30)) --out "$out/transform-packed-1m-h200.json" \
         > "$out/gpu-packed-1m-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 300000 --batch-size 10000 --backends gpu,cpu \
+    step two_cores python -m bench.transform --records 300000 --batch-size 10000 --backends gpu,cpu \
         --input packed --serial --out "$out/transform-packed-10k-h200.json" > "$out/gpu-packed-10k-h200.log" 2>&1
-    step two_cores python -m gpu_stage.bench_transform --records 1000000 --batch-size 100000 --backends gpu \
+    step two_cores python -m bench.transform --records 1000000 --batch-size 100000 --backends gpu \
         --input pinned --profile "$out/lane-profile-h200.txt" > "$out/gpu-packed-profile-h200.log" 2>&1
 fi
 if [ "$what" = headroom ]; then
@@ -52,7 +52,7 @@ if [ "$what" = headroom ]; then
     for round in 1 2; do
         for parts in 0 64; do
             label=$([ "$parts" = 0 ] && echo exact || echo headroom)
-            step two_cores python -m gpu_stage.bench_transform --records 2000000 --batch-size 100000 --backends gpu \
+            step two_cores python -m bench.transform --records 2000000 --batch-size 100000 --backends gpu \
                 --input pinned --headroom-parts "$parts" --out "$out/transform-headroom-$label-$round-h200.json" \
                 > "$out/gpu-headroom-$label-$round-h200.log" 2>&1
         done
@@ -102,7 +102,7 @@ if [ "$what" = bodies ]; then
     # How a batch's time grows with its bodies' length (one thread walks one body), 10 k batches in place.
     for bytes in 1024 4096 16384; do
         records=$(( 160000 * 1024 / bytes > 40000 ? 160000 * 1024 / bytes : 40000 ))
-        step two_cores python -m gpu_stage.bench_transform --records "$records" --batch-size 10000 --body-bytes "$bytes" \
+        step two_cores python -m bench.transform --records "$records" --batch-size 10000 --body-bytes "$bytes" \
             --backends gpu --input pinned --out "$out/long-bodies-$bytes-h200.json" >> "$out/long-bodies-h200.log" 2>&1
     done
 fi
@@ -119,7 +119,7 @@ if [ "$what" = peers-1k ]; then
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies.
-    step python -m gpu_stage.bench_transform --records 100000 --batch-size 50000 \
+    step python -m bench.transform --records 100000 --batch-size 50000 \
         --backends gpu,gpu-cudf,cpu,reference --out "$out/transform-all-h200.json" > "$out/gpu-peers-h200.log" 2>&1
     step python -m bench --records 100000 --backends gpu,cpu --sweep 1000,10000,100000,1000000 \
         --sweep-min-records 1000000 --out "$out/bench-h200.json" >> "$out/gpu-peers-h200.log" 2>&1

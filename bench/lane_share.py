@@ -22,12 +22,12 @@ import fastavro
 import numpy as np
 
 from bench import corpus
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.lane import CpuExecutor, LaneFound, LaneTransform
-from gpu_stage.backends.lane_rows import NOT_TAKEN
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.bench_transform import write_result
+from bench.transform import write_result
 from gpu_stage.synth import batch
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.device.lane import CpuExecutor, LaneFound, LaneTransform
+from gpu_stage.transform.device.rows import NOT_TAKEN
+from gpu_stage.transform.native import NativeBackend
 from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.lane_share")

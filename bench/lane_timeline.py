@@ -22,8 +22,8 @@ from typing import Any
 
 from bench import corpus
 from bench.backends import batches
-from gpu_stage.bench_transform import add_lane_knobs, corpus_batches, lane_knob_values, lane_knobs, make_backend
-from gpu_stage.packed import PackedBatch
+from bench.transform import add_lane_knobs, corpus_batches, lane_knob_values, lane_knobs, make_backend
+from gpu_stage.transform.packed import PackedBatch
 
 
 @dataclass

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 
 from bench import corpus
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.lane import CpuExecutor, LaneTransform
-from gpu_stage.backends.lane_rows import NOT_TAKEN
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.bench_transform import write_result
-from gpu_stage.packed import I64, PackedBatch
+from bench.transform import write_result
 from gpu_stage.synth import batch
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.device.lane import CpuExecutor, LaneTransform
+from gpu_stage.transform.device.rows import NOT_TAKEN
+from gpu_stage.transform.native import NativeBackend
+from gpu_stage.transform.packed import I64, PackedBatch
 from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.native_run")

@@ -1,7 +1,7 @@
 """``python -m bench.peer_vs_cpu``: records/s of the Flink-only peer job vs gpu_stage's CPU backend.
 
 Same input for both: ``gpu_stage.synth`` bodies (~1 KB vLLM completions, same seed) with the worker's
-keys and headers. The peer runs as deployed, ``llm.raw`` → ``jobs.peer_raw`` → typed Avro topic, on
+keys and headers. The peer runs as deployed, ``llm.raw`` → ``bench.flink_peer_raw`` → typed Avro topic, on
 the embedded mini-cluster at parallelism 2 over a 2-partition raw topic, bounded (``--until latest``);
 its time is the whole job, start-up included, plus a marginal rate from a second, smaller run that
 takes the start-up out. The CPU backend is timed on the same bodies in batches (transform and Avro
@@ -19,9 +19,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench import flink_peer_raw as peer_raw
 from gpu_stage import synth
-from gpu_stage.backends.native import NativeBackend
-from jobs import peer_raw
+from gpu_stage.transform.native import NativeBackend
 from jobs.cli import JobSettings
 from jobs.flink_env import FlinkSettings, execute, table_env
 from jobs.typed_table import ReadRange, TopicSource

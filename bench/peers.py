@@ -1,6 +1,7 @@
 """The peers: the extraction written the way a Python user would, with orjson or with msgspec.
 
-Both do gpu_stage's work on the columns the checksum covers (``gpu_stage/semantics.md``): strict JSON,
+Both do gpu_stage's work on the columns the checksum covers
+(``gpu_stage/transform/contract/semantics.md``): strict JSON,
 required envelope fields, created → epoch ms, choice 0's text, reasoning and first tool call (its
 arguments parsed), usage, and the content text's fence strip, nested parse and schema check. The
 content schema is written out by hand here (as a peer's author would), not driven by the schema file.

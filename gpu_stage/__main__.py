@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from types import FrameType
 
 from gpu_stage import metrics
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.select import choose
 from gpu_stage.runtime import tune_process, warm_up
 from gpu_stage.settings import parse
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.choose import choose
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from llmpipe.errors import ConfigError, FencedError, PipelineError
 from llmpipe.kafka_io import ClusterWatch, await_cluster, create_topics, require_topic

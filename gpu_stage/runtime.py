@@ -7,7 +7,7 @@ import os
 import time
 
 from gpu_stage import synth
-from gpu_stage.backends.base import Backend
+from gpu_stage.transform.api import Backend
 from llmpipe import runtime
 
 log = logging.getLogger(__name__)

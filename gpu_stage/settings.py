@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from gpu_stage.backends.base import default_kernel_cache
+from gpu_stage.transform.api import default_kernel_cache
 from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from gpu_stage.batch import RawBatch
+from gpu_stage.transform.batch import RawBatch
 
 _WORDS = tuple(
     [

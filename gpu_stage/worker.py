@@ -40,9 +40,9 @@ from typing import TypeVar, cast
 import numpy as np
 
 from gpu_stage import metrics
-from gpu_stage.backends.base import Backend
-from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
+from gpu_stage.transform.api import Backend
+from gpu_stage.transform.batch import ParseResult, RawBatch
 from llmpipe import threads
 from llmpipe.dlq import BadRecord
 from llmpipe.errors import FencedError, ParseError, PipelineError, SourceError

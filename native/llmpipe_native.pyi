@@ -1,4 +1,4 @@
-"""Type stubs of the native transform core (see ``gpu_stage/backends/native.py``)."""
+"""Type stubs of the native transform core (see ``gpu_stage/transform/native.py``)."""
 
 from collections.abc import Buffer, Sequence
 

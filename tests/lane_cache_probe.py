@@ -13,8 +13,8 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from gpu_stage import synth
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.native import NativeBackend
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.native import NativeBackend
 {imports}
 
 settings = TransformSettings(kernel_cache=Path(sys.argv[1]))
@@ -31,8 +31,8 @@ print(json.dumps({{
 }}))
 """
 BACKENDS = {
-    "cpu": ("from gpu_stage.backends.lane import CpuLaneBackend", "CpuLaneBackend"),
-    "cuda": ("from gpu_stage.backends.gpu import GpuBackend", "GpuBackend"),
+    "cpu": ("from gpu_stage.transform.device.lane import CpuLaneBackend", "CpuLaneBackend"),
+    "cuda": ("from gpu_stage.transform.cudf.backend import GpuBackend", "GpuBackend"),
 }
 
 

@@ -1,4 +1,4 @@
-//! JSON inside strings (`gpu_stage/semantics.md` §4): the first choice's content against the content
+//! JSON inside strings (`gpu_stage/transform/contract/semantics.md` §4): the first choice's content against the content
 //! JSON Schema, and the first tool call's arguments.
 
 use crate::dump::dumps;
@@ -169,7 +169,7 @@ fn scalar_eq(allowed: &Scalar, typed: &Typed) -> bool {
     }
 }
 
-/// The content JSON Schema compiled to positional checks (see `gpu_stage/content.py`).
+/// The content JSON Schema compiled to positional checks (see `gpu_stage/transform/contract/content.py`).
 #[derive(Debug, Clone)]
 pub struct Validator {
     props: Vec<Property>,

@@ -1,4 +1,4 @@
-//! `created` → epoch milliseconds (`gpu_stage/semantics.md` §3), with the reference's error texts.
+//! `created` → epoch milliseconds (`gpu_stage/transform/contract/semantics.md` §3), with the reference's error texts.
 
 use crate::json::Value;
 

@@ -1,4 +1,4 @@
-//! Compact JSON text with the spelling of `gpu_stage/semantics.md` §2 ("compact JSON text"): no
+//! Compact JSON text with the spelling of `gpu_stage/transform/contract/semantics.md` §2 ("compact JSON text"): no
 //! whitespace, keys in body order, non-ASCII raw, control characters as `\u00XX` except the five
 //! short escapes, shortest round-trip doubles written positionally for decimal exponents -5..15 and
 //! as `1.5e-7` / `1e+16` outside it. Containers nested deeper than 254 levels are refused.

@@ -1,5 +1,5 @@
-//! One body → typed values or a dead letter, checks in the order of `gpu_stage/semantics.md` §1–§2
-//! (the reference is `gpu_stage/extract.py`; texts and order must match it exactly).
+//! One body → typed values or a dead letter, checks in the order of `gpu_stage/transform/contract/semantics.md` §1–§2
+//! (the reference is `gpu_stage/transform/contract/extract.py`; texts and order must match it exactly).
 
 use std::borrow::Cow;
 
@@ -39,7 +39,7 @@ pub struct ChoiceRow<'v> {
     pub content: Option<&'v str>,
 }
 
-/// The typed values of a good body (`BODY_FIELDS` of `gpu_stage/extract.py`).
+/// The typed values of a good body (`BODY_FIELDS` of `gpu_stage/transform/contract/extract.py`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BodyRow<'v> {
     pub completion_id: &'v str,

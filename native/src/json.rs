@@ -1,5 +1,5 @@
 //! A strict RFC 8259 JSON reader into a borrowed value tree, with the decoding rules of
-//! `gpu_stage/semantics.md` §1: no NaN/Infinity, no trailing data, lone surrogate escapes and
+//! `gpu_stage/transform/contract/semantics.md` §1: no NaN/Infinity, no trailing data, lone surrogate escapes and
 //! nesting past 1024 levels rejected, duplicate keys resolved as "last value, first position",
 //! integers beyond 64 bits read as doubles, numbers that overflow a double rejected.
 //!

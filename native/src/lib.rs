@@ -1,6 +1,6 @@
 //! The gpu_stage transform in native code: a batch of raw vLLM bodies becomes Avro datums of typed
 //! rows plus dead letters, with exactly the semantics of the Python reference backend
-//! (`gpu_stage/semantics.md`). Python keeps the I/O; this crate only turns bytes into bytes.
+//! (`gpu_stage/transform/contract/semantics.md`). Python keeps the I/O; this crate only turns bytes into bytes.
 
 pub mod avro;
 pub mod content;

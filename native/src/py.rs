@@ -115,7 +115,7 @@ fn view<'b, T: pyo3::buffer::Element>(buf: &'b PyBuffer<T>, what: &str) -> PyRes
     Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
 }
 
-/// The ten columns of a packed batch, in the order `gpu_stage.packed.PackedBatch.columns` gives them.
+/// The ten columns of a packed batch, in the order `gpu_stage.transform.packed.PackedBatch.columns` gives them.
 struct PackedBuffers {
     values: PyBuffer<u8>,
     value_ends: PyBuffer<i64>,
@@ -390,7 +390,7 @@ impl PyTransform {
     /// A batch's columns as a device lane takes them. The values are written back to back into
     /// `out` (a writable, contiguous buffer, e.g. pinned host memory the device copies from);
     /// returns `(value_ends, keys, key_ends, key_null, headers, header_ends)`: each value's end
-    /// (int64), and the keys and the headers the transform reads packed as `gpu_stage.packed` packs
+    /// (int64), and the keys and the headers the transform reads packed as `gpu_stage.transform.packed` packs
     /// them. When `out` is smaller than the values' total size, returns that size instead (an int)
     /// and writes nothing. The copying and packing run without the GIL.
     fn lane_input<'py>(

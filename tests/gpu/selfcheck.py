@@ -11,10 +11,10 @@ import logging
 import sys
 import time
 
-from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.synth import SynthConfig, batch, bodies
-from gpu_stage.vectors import batch_of, load_vectors
+from gpu_stage.transform.contract.reference import ReferenceBackend
 from tests.gpu.gpu_parity import REASON, first_difference
+from tests.vectors import batch_of, load_vectors
 
 log = logging.getLogger("selfcheck")
 
@@ -25,7 +25,7 @@ def main() -> int:
     if REASON is not None:
         log.error("no usable GPU: %s", REASON)
         return 2
-    from gpu_stage.backends.gpu import GpuBackend  # only where cuDF is
+    from gpu_stage.transform.cudf.backend import GpuBackend  # only where cuDF is
 
     cpu, gpu = ReferenceBackend(), GpuBackend(pool_bytes=8 << 30)
     raws = {"synth": batch(bodies(2000, SynthConfig())), "vectors": batch_of(load_vectors())}

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_stage import synth
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.lane_json import V_UNKNOWN
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.batch import RawBatch
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.device.scan import V_UNKNOWN
+from gpu_stage.transform.native import NativeBackend
 from llmpipe.record import TypedRecord
 from tests.gpu.gpu_parity import REASON
 
@@ -48,8 +48,8 @@ from test_packed import assert_same_result  # noqa: E402
 
 @pytest.fixture(scope="module")
 def lane() -> Any:
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
 
     return LaneTransform(TransformSettings(), CudaExecutor)
 
@@ -66,8 +66,8 @@ def test_synthetic_batches_are_taken_whole(lane: Any) -> None:
 
 
 def test_error_bodies_and_invalid_content_on_the_device() -> None:
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
 
     values = [*ERROR_BODIES, *NOT_ERROR_BODIES, *NOT_THE_LANES_ERRORS]
     taken, _ = _run(LaneTransform(WIDE, CudaExecutor), NativeBackend(WIDE), synth.batch(values))
@@ -81,8 +81,8 @@ def test_error_bodies_and_invalid_content_on_the_device() -> None:
 
 @pytest.fixture(scope="module")
 def wide_lane() -> Any:
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
 
     return LaneTransform(WIDE, CudaExecutor)
 
@@ -117,7 +117,7 @@ def test_the_worker_parse_thread_gives_the_same_bytes() -> None:
     """The worker parses chunks on a thread of its own: the backend built on this thread must work there."""
     from concurrent import futures
 
-    from gpu_stage.backends.gpu import GpuBackend
+    from gpu_stage.transform.cudf.backend import GpuBackend
 
     backend = GpuBackend(TransformSettings())
     batch = synth.batch(synth.bodies(20_000))
@@ -148,8 +148,8 @@ def test_packed_stream_on_the_device(lane: Any, overlap: bool, in_place: bool) -
 
 def test_packed_stream_with_pass_2_on_two_streams() -> None:
     """The same batches with pass 2 written on a stream per output buffer: the same bytes as the native core."""
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
 
     fresh = LaneTransform(TransformSettings(), CudaExecutor)
     fresh.executor.write_streams = 2
@@ -172,8 +172,8 @@ def test_packed_bodies_in_the_lanes_subset(lane: Any, values: list[bytes], split
 
 
 def test_the_backend_streams_packed_batches_and_counts_them() -> None:
-    from gpu_stage.backends.gpu import GpuBackend
-    from gpu_stage.packed import PackedBatch
+    from gpu_stage.transform.cudf.backend import GpuBackend
+    from gpu_stage.transform.packed import PackedBatch
 
     backend = GpuBackend(TransformSettings())
     values = synth.bodies(25_000)
@@ -196,8 +196,8 @@ def test_a_stream_whose_results_are_let_go_reuses_two_output_buffers() -> None:
 
     Two, not one: batch k+1's pass 2 is queued, into a buffer of its own, before batch k is yielded.
     """
-    from gpu_stage.backends.gpu import GpuBackend
-    from gpu_stage.packed import PackedBatch
+    from gpu_stage.transform.cudf.backend import GpuBackend
+    from gpu_stage.transform.packed import PackedBatch
 
     backend = GpuBackend(TransformSettings())
     pool = backend.lane.packed.pool
@@ -216,9 +216,9 @@ def test_a_batch_in_an_input_buffer_goes_to_the_device_in_one_copy() -> None:
 
     A slot keeps the device buffers of the way its last batch came, not those of both.
     """
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
-    from gpu_stage.packed import PackedBatch
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+    from gpu_stage.transform.packed import PackedBatch
 
     fresh = LaneTransform(TransformSettings(), CudaExecutor)
     executor = fresh.executor
@@ -247,9 +247,9 @@ def test_pass_2_writes_through_two_device_buffers_the_size_of_a_piece(write_stre
     On two write streams, two pieces are written at once, and a slot's next batch must not overwrite
     its inputs before both streams are done with them.
     """
-    from gpu_stage.backends.gpu_lane import OUT_BUFFERS, CudaExecutor, capacity
-    from gpu_stage.backends.lane import LaneTransform
-    from gpu_stage.packed import PackedBatch
+    from gpu_stage.transform.device.cuda import OUT_BUFFERS, CudaExecutor, capacity
+    from gpu_stage.transform.device.lane import LaneTransform
+    from gpu_stage.transform.packed import PackedBatch
 
     fresh = LaneTransform(TransformSettings(), CudaExecutor)
     fresh.executor.write_piece_bytes = 4096
@@ -273,9 +273,9 @@ def test_batches_of_one_size_reuse_their_device_arrays_launch_after_launch() -> 
     Byte buffers go to the kernels whole and each column's view of a slot's block is kept while its
     place stays, so the thread that feeds the device makes no view and converts nothing for them.
     """
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
-    from gpu_stage.packed import PackedBatch
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+    from gpu_stage.transform.packed import PackedBatch
 
     fresh = LaneTransform(TransformSettings(), CudaExecutor)
     executor = fresh.executor
@@ -297,9 +297,9 @@ def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     Batches of three sizes, in place and copied in, with pass 2 in small pieces: array parameters
     kept from one launch are reused for the next only while the arrays are the same.
     """
-    from gpu_stage.backends.gpu_lane import CudaExecutor
-    from gpu_stage.backends.lane import LaneTransform
-    from gpu_stage.packed import PackedBatch
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+    from gpu_stage.transform.packed import PackedBatch
 
     fresh = LaneTransform(TransformSettings(), CudaExecutor)
     executor = fresh.executor

@@ -21,8 +21,8 @@ import json
 import numpy as np
 from numba import cuda
 from rmm.allocators.numba import RMMNumbaManager
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.gpu import GpuBackend
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.cudf.backend import GpuBackend
 
 backend = GpuBackend(TransformSettings(), pool_bytes=1 << 30)
 out = {"lane": backend.lane is not None,

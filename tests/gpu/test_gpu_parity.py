@@ -15,12 +15,12 @@ from typing import Any
 import orjson
 import pytest
 
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.batch import RawBatch
 from gpu_stage.synth import SynthConfig, batch, bodies
-from gpu_stage.vectors import batch_of, load_vectors
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.contract.reference import ReferenceBackend
 from tests.gpu.gpu_parity import CORPUS, REASON, assert_same, first_difference
+from tests.vectors import batch_of, load_vectors
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"no usable GPU: {REASON}")]
 
@@ -35,7 +35,7 @@ def cpu() -> ReferenceBackend:
 
 @pytest.fixture(scope="module", params=["kernel", "cudf"])
 def gpu(request: pytest.FixtureRequest) -> Any:
-    from gpu_stage.backends.gpu import GpuBackend
+    from gpu_stage.transform.cudf.backend import GpuBackend
 
     backend = GpuBackend(TransformSettings(), pool_bytes=8 << 30, lane=request.param)
     assert (backend.lane is not None) == (request.param == "kernel"), "the device lane did not start"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stage.backends import gpu
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.gpu_lanes import device_safe
-from gpu_stage.backends.select import choose
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.choose import choose
+from gpu_stage.transform.cudf import backend as gpu
+from gpu_stage.transform.cudf.rows import device_safe
 from llmpipe.errors import ConfigError
 
 LIMIT = 1 << 20

@@ -1,8 +1,8 @@
-"""jobs.peer_raw (Flink SQL alone) gives the same typed values as gpu_stage's CPU backend.
+"""bench.flink_peer_raw (Flink SQL alone) gives the same typed values as gpu_stage's CPU backend.
 
 Same 5,000 raw records (gpu_stage's synthetic bodies plus hand-made content edge cases) go to Kafka
 and through the CPU backend; both typed outputs are decoded with fastavro and compared column by
-column, except the columns the peer cannot produce (``jobs.peer_sql.NOT_PRODUCED``).
+column, except the columns the peer cannot produce (``bench.flink_peer_sql.NOT_PRODUCED``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import fastavro
 import orjson
 import pytest
 
+from bench import flink_peer_raw as peer_raw
+from bench.flink_peer_sql import NOT_PRODUCED
 from gpu_stage import synth
-from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.batch import RawBatch
-from jobs import peer_raw
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.contract.reference import ReferenceBackend
 from jobs.flink_env import execute, table_env
-from jobs.peer_sql import NOT_PRODUCED
 from llmpipe.kafka_io import KafkaSettings, Producer, read_topic
 from tests.integration.jobs.jobs_testlib import FLINK, RECORD, job_settings
 

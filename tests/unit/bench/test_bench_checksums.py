@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from bench import backends, checksum, corpus, peers
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.reference import ReferenceBackend
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.contract.reference import ReferenceBackend
 
 SETTINGS = TransformSettings()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import fastavro
 
-from gpu_stage.batch import ParseResult
+from gpu_stage.transform.batch import ParseResult
 from llmpipe.record import TypedRecord
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpu_stage.batch import EncodedRows, ParseResult
-from gpu_stage.bench_transform import time_batches, time_stream
+from bench.transform import time_batches, time_stream
+from gpu_stage.transform.batch import EncodedRows, ParseResult
 from llmpipe.errors import ConfigError
 
 

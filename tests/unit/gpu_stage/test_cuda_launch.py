@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_stage.backends.cuda_launch import DirectLaunch, kernel_resources
+from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
 
 
 @dataclass(frozen=True)

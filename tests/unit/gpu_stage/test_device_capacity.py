@@ -1,11 +1,11 @@
-"""Grow-only device buffers (:func:`gpu_stage.backends.gpu_lane.capacity`): byte buffers get headroom."""
+"""Grow-only device buffers (:func:`gpu_stage.transform.device.cuda.capacity`): byte buffers get headroom."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from gpu_stage.backends.gpu_lane import HEADROOM_PARTS, capacity
 from gpu_stage.synth import SynthConfig, bodies
+from gpu_stage.transform.device.cuda import HEADROOM_PARTS, capacity
 
 
 def test_a_byte_buffer_is_allocated_a_64th_larger() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu_stage.avro_bulk import BulkEncoder
+from gpu_stage.transform.avro.bulk import BulkEncoder
 from llmpipe.errors import SerializationError
 from llmpipe.record import TypedRecord
 

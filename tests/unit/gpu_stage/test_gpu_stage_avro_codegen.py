@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu_stage.avro_bulk import BulkEncoder
-from gpu_stage.avro_codegen import compile_rows_encoder, long_bytes
-from gpu_stage.backends.reference import ReferenceBackend
 from gpu_stage.synth import SynthConfig, batch, bodies
+from gpu_stage.transform.avro.bulk import BulkEncoder
+from gpu_stage.transform.avro.codegen import compile_rows_encoder, long_bytes
+from gpu_stage.transform.contract.reference import ReferenceBackend
 from llmpipe.errors import SerializationError
 from tests.unit.gpu_stage.test_gpu_stage_avro_bulk import (
     ALL_TYPES_SCHEMA,

@@ -7,10 +7,10 @@ from itertools import pairwise
 import numpy as np
 import pytest
 
-from gpu_stage.backends.base import Backend, TransformSettings
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.batch import RawBatch
+from gpu_stage.transform.api import Backend, TransformSettings
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.contract.reference import ReferenceBackend
+from gpu_stage.transform.native import NativeBackend
 from llmpipe.dlq import Reason
 from llmpipe.record import TypedRecord
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_stage.content import ContentValidator, json_candidate, parse_tool_arguments
+from gpu_stage.transform.contract.content import ContentValidator, json_candidate, parse_tool_arguments
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from gpu_stage_testlib import decode_all
 
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.batch import RawBatch
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.contract.reference import ReferenceBackend
+from gpu_stage.transform.native import NativeBackend
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "vllm_real"
 FILES = sorted(CORPUS.glob("*.json")) if CORPUS.is_dir() else []

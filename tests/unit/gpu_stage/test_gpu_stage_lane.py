@@ -1,6 +1,6 @@
 """The device lane's code, compiled for the CPU, against the native core: same bytes, same dead letters.
 
-The lane (``gpu_stage/backends/lane_*.py``) is the GPU backend's hot path; here numba compiles the very
+The lane (``gpu_stage/transform/device/``) is the GPU backend's hot path; here numba compiles the very
 same source for the CPU, so its logic is held to the native core on every shared vector, the real
 corpus, generated batches (hypothesis, the native tests' strategies plus bodies in the lane's own
 subset), and synthetic bodies. Identity alone could hold with a lane that takes nothing (the native
@@ -29,15 +29,15 @@ from test_gpu_stage_native import CONTENT_SCHEMAS, _assert_same, _settings, batc
 from test_packed import assert_same_result
 
 from gpu_stage import synth
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.lane import CpuExecutor, LaneTransform, compile_lane
-from gpu_stage.backends.lane_packed import _lane_input
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.batch import RawBatch
-from gpu_stage.packed import PackedBatch
-from gpu_stage.vectors import batch_of, load_vectors
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.device.lane import CpuExecutor, LaneTransform, compile_lane
+from gpu_stage.transform.device.packed import _lane_input
+from gpu_stage.transform.native import NativeBackend
+from gpu_stage.transform.packed import PackedBatch
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
+from tests.vectors import batch_of, load_vectors
 
 CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "vllm_real"
 LANES = {name: LaneTransform(_settings(name), CpuExecutor) for name in CONTENT_SCHEMAS}
@@ -559,7 +559,7 @@ def test_a_schema_with_another_layout_is_refused() -> None:
 
 
 def test_cpu_lane_backend_times_the_host_stages_of_what_it_parses() -> None:
-    from gpu_stage.backends.lane import CpuLaneBackend
+    from gpu_stage.transform.device.lane import CpuLaneBackend
 
     backend = CpuLaneBackend(TransformSettings())
     raw = synth.batch(synth.bodies(300))

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.gpu import GpuBackend
-from gpu_stage.backends.gpu_lanes import device_safe, has_duplicate_keys, key_tokens
-from gpu_stage.backends.gpu_screen import MAX_DEPTH, screen_host
-from gpu_stage.backends.stages import StageClock
-from gpu_stage.content import ContentValidator
-from gpu_stage.extract import BODY_FIELDS, extract
 from gpu_stage.synth import SynthConfig, bodies
-from gpu_stage.vectors import load_vectors
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.contract.content import ContentValidator
+from gpu_stage.transform.contract.extract import BODY_FIELDS, extract
+from gpu_stage.transform.cudf.backend import GpuBackend
+from gpu_stage.transform.cudf.rows import device_safe, has_duplicate_keys, key_tokens
+from gpu_stage.transform.cudf.screen import MAX_DEPTH, screen_host
+from gpu_stage.transform.stages import StageClock
+from tests.vectors import load_vectors
 
 LIMIT = 1 << 20
 

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.backends.select import by_name, choose
-from gpu_stage.batch import ParseResult, RawBatch
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.batch import ParseResult, RawBatch
+from gpu_stage.transform.choose import by_name, choose
+from gpu_stage.transform.contract.reference import ReferenceBackend
+from gpu_stage.transform.native import NativeBackend
 from llmpipe.errors import ConfigError
 from llmpipe.record import TypedRecord
 

@@ -1,6 +1,6 @@
 """Every shared vector through both CPU backends, checked against its hand-written expectation.
 
-The GPU backend's tests run the same vectors (``gpu_stage.vectors``) and compare bytes with these.
+The GPU backend's tests run the same vectors (``tests.vectors``) and compare bytes with these.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from gpu_stage_testlib import decode_all, reencode
 
-from gpu_stage.backends.base import Backend
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.backends.reference import ReferenceBackend
-from gpu_stage.vectors import Vector, batch_of, load_vectors
+from gpu_stage.transform.api import Backend
+from gpu_stage.transform.contract.reference import ReferenceBackend
+from gpu_stage.transform.native import NativeBackend
 from llmpipe.record import TypedRecord
+from tests.vectors import Vector, batch_of, load_vectors
 
 VECTORS = load_vectors()
 RECORD: TypedRecord = ReferenceBackend().settings.record

@@ -7,7 +7,7 @@ import gc
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.backends.lane_packed import InputBuffers
+from gpu_stage.transform.device.packed import InputBuffers
 
 
 def _buffers(count: int, size: int = 64) -> list[npt.NDArray[np.uint8]]:

@@ -16,7 +16,7 @@ def test_the_second_process_loads_the_kernels_the_first_compiled(tmp_path: Path)
     assert first["same"] and first["hits"] == 0 and first["misses"] == 2
     folders = list(tmp_path.glob("lane-cpu-*"))
     assert len(folders) == 1 and any(folders[0].rglob("*.nbi"))
-    assert str(first["module"]).startswith("gpu_stage.backends._lane_cpu_")
+    assert str(first["module"]).startswith("gpu_stage.transform.device._compiled_cpu_")
 
     second = probe("cpu", tmp_path)
     assert second["same"] and second["hits"] == 2 and second["misses"] == 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from gpu_stage import synth
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.lane import Executor, LaneInput, int_columns
-from gpu_stage.backends.native import NativeBackend
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.device.lane import Executor, LaneInput, int_columns
+from gpu_stage.transform.native import NativeBackend
 
 CORE = NativeBackend(TransformSettings())._core
 

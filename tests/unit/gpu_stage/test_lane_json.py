@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpu_stage.backends import lane_json
-from gpu_stage.backends.lane_rows import put_text
+from gpu_stage.transform.device import scan as lane_json
+from gpu_stage.transform.device.rows import put_text
 
 PIECES = ["a", "Z", " ", "~", '\\"', "\\\\", "\\n", "\\t", "\\/", "é", "汉", "😀", "\\u00e9", "\x01", "\\q"]
 

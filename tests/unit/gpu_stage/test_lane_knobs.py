@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpu_stage.bench_transform import (
+from bench.transform import (
     LANE_KNOBS,
     add_lane_knobs,
     lane_knob_values,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_stage.backends.lane_packed import _offsets
+from gpu_stage.transform.device.packed import _offsets
 
 
 def _reference(sizes: np.ndarray, rest_rows: np.ndarray, rest_ends: np.ndarray) -> tuple[np.ndarray, ...]:

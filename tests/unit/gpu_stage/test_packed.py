@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from test_gpu_stage_native import CONTENT_SCHEMAS, _settings, batches
 
 from gpu_stage import synth
-from gpu_stage.backends.lane_packed import HostPool
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.batch import ParseResult, RawBatch
-from gpu_stage.packed import PackedBatch, encode_headers
-from gpu_stage.vectors import batch_of, load_vectors
+from gpu_stage.transform.batch import ParseResult, RawBatch
+from gpu_stage.transform.device.packed import HostPool
+from gpu_stage.transform.native import NativeBackend
+from gpu_stage.transform.packed import PackedBatch, encode_headers
+from tests.vectors import batch_of, load_vectors
 
 NATIVE = {name: NativeBackend(_settings(name)) for name in CONTENT_SCHEMAS}
 
@@ -67,8 +67,8 @@ def test_packing_keeps_every_record_as_it_was() -> None:
 
 
 def test_dead_letters_found_apart_are_merged_in_batch_order_when_read() -> None:
-    from gpu_stage.backends.lane import LaneFound
-    from gpu_stage.backends.lane_rows import UPSTREAM_ERROR
+    from gpu_stage.transform.device.lane import LaneFound
+    from gpu_stage.transform.device.rows import UPSTREAM_ERROR
 
     raw = _odd_batch()
     packed = PackedBatch.of(raw)

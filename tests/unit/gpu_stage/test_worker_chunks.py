@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from gpu_stage import synth
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.native import NativeBackend
-from gpu_stage.batch import ParseResult, RawBatch
 from gpu_stage.settings import WorkerSettings
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.batch import ParseResult, RawBatch
+from gpu_stage.transform.native import NativeBackend
 from gpu_stage.worker import STAGES, Worker
 from llmpipe.errors import ConfigError, ParseError
 from llmpipe.kafka_io import KafkaSettings
@@ -216,9 +216,9 @@ def test_kernel_cache_and_chunk_options(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 def test_native_threads_option_reaches_the_lanes_native_core(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unset: every usable core; set (option or env): that many; the lane's native core gets it."""
-    from gpu_stage.backends.lane import CpuExecutor, LaneTransform
     from gpu_stage.runtime import usable_cores
     from gpu_stage.settings import parse
+    from gpu_stage.transform.device.lane import CpuExecutor, LaneTransform
 
     assert parse([])[1].native_threads is None
     assert parse(["--native-threads", "3"])[1].native_threads == 3

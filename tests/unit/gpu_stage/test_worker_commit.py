@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from gpu_stage import synth
-from gpu_stage.backends.base import TransformSettings
-from gpu_stage.backends.native import NativeBackend
 from gpu_stage.settings import WorkerSettings
+from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.native import NativeBackend
 from gpu_stage.worker import Worker
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings, Message, Records, TxnAbortable, TxnTimedOut

@@ -1,4 +1,4 @@
-"""Pass 2's output pieces (:func:`gpu_stage.backends.gpu_lane.write_pieces`): cut at row boundaries only."""
+"""Pass 2's output pieces (:func:`gpu_stage.transform.device.cuda.write_pieces`): cut at row boundaries only."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu_stage.backends.gpu_lane import write_pieces
+from gpu_stage.transform.device.cuda import write_pieces
 
 
 def _offsets(sizes: list[int]) -> np.ndarray:
@@ -48,7 +48,7 @@ def test_pieces_cover_the_output_once_at_row_boundaries(sizes: list[int], piece:
 
 def test_a_piece_is_a_sixth_of_the_output_within_its_bounds() -> None:
     """Two output buffers of a piece each hold a third of a small batch's output, at most 2 x 12 MiB."""
-    from gpu_stage.backends.gpu_lane import MIN_PIECE_BYTES, WRITE_PIECE_BYTES, piece_bytes
+    from gpu_stage.transform.device.cuda import MIN_PIECE_BYTES, WRITE_PIECE_BYTES, piece_bytes
 
     largest = WRITE_PIECE_BYTES
     assert largest == 12 << 20
@@ -63,7 +63,7 @@ def test_a_piece_is_a_sixth_of_the_output_within_its_bounds() -> None:
 
 @given(st.lists(st.integers(1, 5000), min_size=1, max_size=400))
 def test_pieces_of_a_quarter_number_at_most_four(sizes: list[int]) -> None:
-    from gpu_stage.backends.gpu_lane import piece_bytes
+    from gpu_stage.transform.device.cuda import piece_bytes
 
     offsets = _offsets(sizes)
     total = int(offsets[-1])

@@ -1,1 +1,0 @@
-"""Parsing backends behind one interface (:class:`gpu_stage.backends.base.Backend`)."""

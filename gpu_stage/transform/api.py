@@ -1,0 +1,94 @@
+"""The interface every parsing backend implements, and the settings they share.
+
+A backend turns one :class:`RawBatch` into a :class:`ParseResult`; it never talks to Kafka and never
+reads the clock, so the same batch always gives the same bytes and the same dead letters, whichever
+backend runs (``gpu_stage/transform/contract/semantics.md`` is the contract both implement).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from gpu_stage.transform.batch import ParseResult, RawBatch
+from gpu_stage.transform.packed import PackedBatch
+from llmpipe.dlq import BadRecord, Reason
+from llmpipe.record import TypedRecord
+
+STAGE = "gpu_stage"
+DEFAULT_MAX_RECORD_BYTES = 1 << 20
+
+
+def default_kernel_cache() -> Path:
+    """Where compiled device-lane kernels are kept between runs: the user's cache directory."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmpipe" / "kernels"
+
+
+@dataclass(frozen=True)
+class TransformSettings:
+    """What a backend needs to know: the typed record (content schema), the size limit, the kernel cache.
+
+    ``kernel_cache`` is where the device lane keeps its compiled kernels between runs (None: compile
+    them at every start, tens of seconds). ``native_threads`` is how many threads the native core
+    uses for the rows the device lane leaves (None: every core this process may use; several GPU
+    workers on one host each take their share of the cores instead).
+    """
+
+    record: TypedRecord = field(default_factory=TypedRecord.from_file)
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    stage: str = STAGE
+    kernel_cache: Path | None = field(default_factory=default_kernel_cache)
+    native_threads: int | None = None
+    device_min_rows: int = 0
+    """Batches of fewer records go to the native core whole (GPU backend): a device pass has a fixed
+    cost of a few milliseconds, more than the native core takes for a few hundred bodies, and a
+    small batch is a latency-bound one. 0 sends every batch to the device."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A batch parser: raw bodies in, Avro datums of good rows plus dead letters out."""
+
+    @property
+    def name(self) -> str:
+        """Short backend name for logs and metrics (``cpu``, ``gpu``)."""
+        ...
+
+    def parse(self, batch: RawBatch) -> ParseResult:
+        """Parse and encode one batch; every position ends up good or as exactly one dead letter."""
+        ...
+
+
+@runtime_checkable
+class StreamBackend(Protocol):
+    """A backend that also takes packed batches (contiguous buffers, no object per record) in a stream."""
+
+    def input_buffer(self, size: int) -> Any:
+        """A host buffer of at least ``size`` bytes to pack a batch into, read by this backend with no copy."""
+        ...
+
+    def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
+        """Each batch's result, in order: the same rows and dead letters as :meth:`Backend.parse`.
+
+        With ``overlap`` a backend may work on the next batch before the caller has taken this one's
+        result; without, each batch is done before the next is read.
+        """
+        ...
+
+
+def dead_letter(batch: RawBatch, i: int, stage: str, reason: Reason, text: str) -> BadRecord:
+    """The dead letter of batch position ``i``: its raw bytes, key, headers and position, and why."""
+    return BadRecord(
+        raw=batch.values[i],
+        stage=stage,
+        reason=reason,
+        error=text,
+        key=batch.keys[i],
+        topic=batch.topic,
+        partition=int(batch.partitions[i]),
+        offset=int(batch.offsets[i]),
+        source_headers=tuple(batch.headers[i]),
+    )

@@ -1,0 +1,481 @@
+"""The device lane on CUDA: device buffers kept between batches, pass 1 and pass 2 launched per batch.
+
+Per batch: the packed values, keys and headers, their ends and the record columns go to the device
+(one copy, from page-locked memory); ``measure`` (one thread per body) writes each row's size; the
+sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in pieces of a few
+MiB through two device buffers in turn, each piece copied back into one host buffer on a stream of
+its own while the next piece is written. Each slot (a batch in
+flight) has its own CUDA stream and buffers, so one batch's copies and kernels can run while the
+host finishes another. Buffers grow to the largest batch seen (byte buffers with a little headroom)
+and are reused, so a steady stream of batches allocates nothing. Importing this module needs
+numba-cuda (it ships with cuDF); nothing runs until :class:`CudaExecutor` is built.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gpu_stage.transform.device import rows as lane_rows
+from gpu_stage.transform.device.lane import I64, RECORD_COLUMNS, ContentTables, Executor, LaneInput, compile_lane
+from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
+from gpu_stage.transform.stages import StageClock
+
+log = logging.getLogger(__name__)
+
+THREADS = 128
+"""Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
+_MAX_VIEWS = 256
+WRITE_PIECE_BYTES = 12 << 20
+"""Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
+eight pieces), large enough that a piece's launch, copy and events stay rare on the feeding thread.
+Two buffers of it hold 3.94x a 100 k batch's bytes with everything else the lane keeps on the device
+(3.91x with 11.25 MiB pieces, 3.85x with one 16 MiB buffer; H200 host)."""
+OUT_BUFFERS = 2
+"""Pass 2's pieces take turns in this many device buffers: a piece's copy out runs on the copy
+stream while the next piece is written on the slot's stream, so the device's copy engine and its
+cores work at once where, with one buffer, each piece's kernel waited for the copy before it
+(pass 2 of a 100 k batch 6.5 -> 5.4 ms, of which 5.2 ms are now its kernels)."""
+WRITE_STREAMS = 1
+"""Streams pass 2's pieces are written on: 1, the slot's own (one piece at a time); :data:`OUT_BUFFERS`,
+one per output buffer, so that two pieces are written at once (each piece's kernel is latency-bound:
+a 12 MiB piece keeps about three warps per SM busy)."""
+PIECES_AT_LEAST = 6
+"""A smaller output is cut into about this many pieces (none under :data:`MIN_PIECE_BYTES`): the
+device's :data:`OUT_BUFFERS` then hold a third of it, not all of it; at 10 k 1 KB rows a batch's
+output is about as large as its input, so one piece would hold a batch's worth of device memory on
+its own. Six keep a 10 k batch at 3.98x its bytes on the device (four: 4.14x)."""
+MIN_PIECE_BYTES = 1 << 20
+HEADROOM_PARTS = 64
+"""A byte buffer (a slot's block or values, the output piece) is allocated 1/64 larger than asked.
+Batches' byte sizes vary a little around their mean (a 100 k batch of ~1 KB bodies by well under 1%,
+an output piece by up to a row), so a buffer sized exactly grows again at each new largest batch, and
+growing waits for everything queued that may read it: a stall of the feeding thread of up to a batch's
+device time. Row buffers are sized by a batch's row count, which repeats, and get none."""
+
+
+def piece_bytes(total: int, largest: int) -> int:
+    """Pass 2's piece for an output of ``total`` bytes: a sixth of it, within [1 MiB, ``largest``].
+
+    ``largest`` 0 means the whole output in one piece (as :func:`write_pieces` takes it).
+    """
+    if largest <= 0:
+        return 0
+    return min(largest, max(MIN_PIECE_BYTES, -(-total // PIECES_AT_LEAST)))
+
+
+def capacity(rows: int, dtype: Any, width: int = 0, parts: int = HEADROOM_PARTS) -> int:
+    """Items to allocate for a grow-only device buffer asked for ``rows`` items.
+
+    A byte buffer gets a ``parts``-th more (:data:`HEADROOM_PARTS`; 0: none).
+    """
+    byte_buffer = width == 0 and np.dtype(dtype).itemsize == 1
+    headroom = rows // parts if byte_buffer and parts > 0 else 0
+    return max(rows + headroom, 1024)
+
+
+def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
+    """The output ``[0, offsets[-1])`` cut at row boundaries (``offsets``, ascending) into pieces.
+
+    Each piece ends at the first boundary at or after the next multiple of ``piece_bytes`` past its
+    start, so it holds at most ``piece_bytes`` plus one row. No pieces for an empty output; one for
+    ``piece_bytes`` 0.
+    """
+    total = int(offsets[-1])
+    if piece_bytes <= 0:
+        return [(0, total)] if total else []
+    cuts = [0]
+    while cuts[-1] < total:
+        at = int(np.searchsorted(offsets, cuts[-1] + piece_bytes, side="left"))
+        cuts.append(int(offsets[min(at, len(offsets) - 1)]))
+    return list(itertools.pairwise(cuts))
+
+
+@dataclass
+class _Slot:
+    """A slot: its stream, on which its batches' copies and passes run in order."""
+
+    index: int
+    stream: Any
+
+
+@dataclass
+class _Pass:
+    """One batch on the device, between its passes: its slot's stream, its device arrays and events.
+
+    ``sized`` completes when pass 1's sizes are in their host buffer, ``done`` when pass 2's last
+    piece is in the batch's output buffer (None while pass 2 is not queued, or has nothing to write).
+    """
+
+    index: int
+    stream: Any
+    n: int
+    arrays: dict[str, Any]
+    sizes: npt.NDArray[np.int64]
+    sized: Any
+    done: Any = None
+
+
+class CudaExecutor(Executor):
+    """Both passes on the current CUDA device; each slot has a stream and device buffers of its own."""
+
+    def __init__(
+        self, tables: ContentTables, max_bytes: int, cache: Path | None = None, clock: StageClock | None = None
+    ) -> None:
+        """Compile the lane for CUDA and upload the schema tables.
+
+        Kernels compile on their first launch, or load from ``cache`` when an earlier run compiled them.
+        """
+        from numba import cuda
+
+        super().__init__()
+        self._cuda: Any = cuda
+        self.fns = compile_lane("cuda", cache)
+        self.measure = DirectLaunch(self.fns.measure)
+        self.write = DirectLaunch(self.fns.write)
+        self.max_bytes = max_bytes
+        self.nprops = tables.nprops
+        self.clock = clock or StageClock()
+        self._tables = tuple(cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in tables.args())
+        self._arrays: dict[str, Any] = {}
+        self._views: dict[tuple[str, int], Any] = {}
+        # Each slot's block's column views, by (slot prefix, column): (block, place, view).
+        self._block_columns: dict[tuple[str, str], tuple[Any, tuple[Any, ...], Any]] = {}
+        self._slots: dict[int, _Slot] = {}
+        # Pass 2's copies out, in queueing order, and per output buffer: its piece written / copied out.
+        self._copies: Any = None
+        driver = getattr(getattr(cuda, "cudadrv", None), "driver", None)
+        self._to_host: Any = getattr(driver, "device_to_host", None)
+        self._to_device: Any = getattr(driver, "host_to_device", None)
+        self._written: list[Any] = []
+        self._freed: list[Any] = []
+        # With pass 2 on streams of its own: those streams, and the events that join them to a slot's.
+        self._writers: list[Any] = []
+        self._joins: list[Any] = []
+        self.write_piece_bytes = WRITE_PIECE_BYTES
+        self.write_streams = WRITE_STREAMS
+        self.headroom_parts = HEADROOM_PARTS
+        self.measure_threads = THREADS
+        self.write_threads = THREADS
+        self._register_caps: dict[str, int | None] = {"measure": None, "write": None}
+
+    @property
+    def measure_registers(self) -> int | None:
+        """Pass 1's kernel's register cap per thread (None: the compiler's choice); see :meth:`_capped`."""
+        return self._register_caps["measure"]
+
+    @measure_registers.setter
+    def measure_registers(self, cap: int | None) -> None:
+        self.measure = self._capped("measure", cap)
+
+    @property
+    def write_registers(self) -> int | None:
+        """Pass 2's kernel's register cap per thread (None: the compiler's choice); see :meth:`_capped`."""
+        return self._register_caps["write"]
+
+    @write_registers.setter
+    def write_registers(self, cap: int | None) -> None:
+        self.write = self._capped("write", cap)
+
+    def _capped(self, name: str, cap: int | None) -> DirectLaunch:
+        """Pass ``name``'s launch, its kernel compiled anew with at most ``cap`` registers per thread.
+
+        A thread's registers bound the warps an SM keeps resident, and those hide the walk's memory
+        waits; a cap raises residency at the price of spills to local memory, so it is measured, not
+        assumed. A capped kernel is compiled on its first launch and not cached (a benchmark's knob).
+        """
+        self._register_caps[name] = cap
+        kernel = getattr(self.fns, name)
+        if cap is not None:
+            kernel = self._cuda.jit(max_registers=cap)(kernel.py_func)
+        return DirectLaunch(kernel)
+
+    def kernel_resources(self) -> dict[str, dict[str, int | None]]:
+        """Each pass's kernel, once launched: registers and memory per thread, blocks resident per SM."""
+        found = {
+            "measure": kernel_resources(self.measure, self.measure_threads),
+            "write": kernel_resources(self.write, self.write_threads),
+        }
+        return {name: report for name, report in found.items() if report is not None}
+
+    def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
+        """Page-locked host memory: the device copies from it at full speed, with no staging copy."""
+        pinned: npt.NDArray[Any] = self._cuda.pinned_array(max(size, 1), dtype=dtype)
+        return pinned
+
+    def device_bytes(self) -> int:
+        """Bytes of device memory the lane holds (its buffers are sized by the largest batch so far)."""
+        return sum(int(a.nbytes) for a in self._arrays.values()) + sum(
+            int(a.nbytes) for a in self._tables if hasattr(a, "nbytes")
+        )
+
+    def _device(self, name: str, rows: int, dtype: Any, width: int = 0) -> Any:
+        """A device array of ``rows`` rows from a grow-only buffer kept under ``name``.
+
+        The view is kept too: batches of one size (the common case) reuse it, and making a device
+        array view is Python work on the thread that feeds the device.
+        """
+        view = self._views.get((name, rows))
+        if view is not None:
+            return view
+        held = self._buffer(name, rows, dtype, width)
+        view = self._views[(name, rows)] = held[:rows]
+        if len(self._views) > _MAX_VIEWS:  # batches of many sizes: keep the newest views only
+            self._views = dict(list(self._views.items())[-_MAX_VIEWS // 2 :])
+        return view
+
+    def _buffer(self, name: str, rows: int, dtype: Any, width: int = 0) -> Any:
+        """The grow-only buffer kept under ``name``, whole, at least ``rows`` rows.
+
+        A byte buffer goes to the kernels whole: they read it by its ends, so one object serves
+        batches of every size, its launch parameters converted once.
+        """
+        held = self._arrays.get(name)
+        if held is None or held.shape[0] < rows:
+            if held is not None:
+                with self.clock.stage("lane_wait_growth"):  # part of the queueing stage it happens in
+                    self._quiesce(name)
+            # Free the smaller buffer first: the pool (capped, shared with vLLM) never holds both.
+            self._arrays.pop(name, None)
+            self._views = {key: v for key, v in self._views.items() if key[0] != name}
+            self._forget_columns({name})
+            del held
+            items = capacity(rows, dtype, width, self.headroom_parts)
+            held = self._cuda.device_array((items, width) if width else (items,), dtype=dtype)
+            self._arrays[name] = held
+        return held
+
+    def _quiesce(self, name: str) -> None:
+        """Wait for the work queued that may use the buffer ``name``, before it is freed.
+
+        A slot's next batch is queued behind its earlier one's pass 2, so a slot buffer that must
+        grow may still be read; the output buffers are every slot's, and the copy stream reads them.
+        Rare: buffers only grow.
+        """
+        slot, dot, _ = name.partition(".")
+        own = dot and slot.isdigit() and int(slot) in self._slots
+        for owner in [self._slots[int(slot)]] if own else list(self._slots.values()):
+            owner.stream.synchronize()
+        if not own:
+            for other in [s for s in (self._copies, *self._writers) if s is not None]:
+                other.synchronize()
+
+    def _drop(self, names: list[str]) -> None:
+        """Free the device buffers kept under ``names`` (and their views), once nothing queued reads them.
+
+        Only for a slot's own buffers as its next batch starts (a slot keeps one way's buffers).
+        """
+        gone = {name for name in names if name in self._arrays}
+        if not gone:
+            return
+        self._quiesce(next(iter(gone)))  # one slot's buffers: one stream to wait for
+        for name in gone:
+            del self._arrays[name]
+        self._views = {key: view for key, view in self._views.items() if key[0] not in gone}
+        self._forget_columns(gone)
+
+    def _forget_columns(self, names: set[str]) -> None:
+        """Let go of the column views of the blocks in ``names`` (views keep their buffer alive)."""
+        self._block_columns = {key: v for key, v in self._block_columns.items() if key[0] + "block" not in names}
+
+    def _pinned(self, name: str, host: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """``host`` copied into the page-locked buffer kept under ``name`` (so its copy is async)."""
+        view = self._host(name, len(host), host.dtype)[: len(host)]
+        view[:] = host
+        return view
+
+    def _put(self, name: str, host: npt.NDArray[Any], stream: Any, pinned: bool = False) -> Any:
+        """Copy a 1-D host array into the device buffer ``name`` on ``stream`` (a byte buffer: whole)."""
+        byte = host.dtype == np.uint8
+        device = self._buffer(name, len(host), host.dtype) if byte else self._device(name, len(host), host.dtype)
+        source = host if pinned else self._pinned(name, np.ascontiguousarray(host))
+        self._copy_in(device, source, stream)
+        return device
+
+    def _copy_in(self, device: Any, host: npt.NDArray[Any], stream: Any) -> None:
+        """``host`` (page-locked) into the first ``host.nbytes`` bytes of ``device``, queued on ``stream``.
+
+        Straight through the driver's copy where numba has it, as :meth:`_copy_out`.
+        """
+        if not host.nbytes:
+            return
+        if self._to_device is None:
+            device[: len(host)].copy_to_device(host, stream=stream)
+        else:
+            self._to_device(device, host, host.nbytes, stream=stream)
+
+    def _put_block(self, k: str, li: LaneInput, stream: Any) -> dict[str, Any] | None:
+        """The whole batch in one copy, when it lies in one page-locked block; each column a view of it.
+
+        One copy instead of ten, and none into a staging buffer first: each copy call costs the
+        thread that feeds the device tens of microseconds.
+        """
+        layout = li.block_layout()
+        if layout is None or li.block is None:
+            return None
+        span, columns = layout
+        self._drop([k + name for name in columns])  # a slot holds one way's buffers, never both
+        device = self._buffer(k + "block", span, np.uint8)
+        self._copy_in(device, li.block[:span], stream)
+        return self._columns_of(k, device, columns)
+
+    def _columns_of(self, k: str, device: Any, columns: dict[str, tuple[int, npt.NDArray[Any]]]) -> dict[str, Any]:
+        """The columns' views of a slot's block, each the same object while its place in the block stays.
+
+        A byte column's view runs to the block's end (the kernels read it by its ends), so it is kept
+        while its start stays; another column's while its start and length stay. Kept views keep
+        their converted launch parameters (:class:`DirectLaunch`) too.
+        """
+        views: dict[str, Any] = {}
+        for name, (at, column) in columns.items():
+            byte = column.dtype == np.uint8
+            place = (at, 0 if byte else column.nbytes, column.dtype.str)
+            held = self._block_columns.get((k, name))
+            if held is None or held[0] is not device or held[1] != place:
+                view = device[at:] if byte else device[at : at + column.nbytes].view(column.dtype)
+                held = self._block_columns[(k, name)] = (device, place, view)
+            views[name] = held[2]
+        return views
+
+    def _put_each(self, k: str, li: LaneInput, stream: Any) -> dict[str, Any]:
+        """The values and each column in a copy of its own (staged first unless page-locked)."""
+        self._drop([k + "block"])
+        cols = {"values": self._put(k + "values", li.values, stream, pinned=True)}
+        for name, col in li.columns().items():
+            cols[name] = self._put(k + name, col, stream, pinned=name in li.pinned)
+        return cols
+
+    def _slot(self, slot: int) -> _Slot:
+        held = self._slots.get(slot)
+        if held is None:
+            held = self._slots[slot] = _Slot(slot, self._cuda.stream())
+        return held
+
+    def submit(self, li: LaneInput, n: int, slot: int) -> _Pass:
+        """Queue the copies in, pass 1 and the sizes' copy back on the slot's stream.
+
+        ``li.values`` is page-locked, and so are the columns ``li.pinned`` names: they go to the
+        device from where they are. The others are copied into page-locked buffers first. The
+        slot's earlier batch may still have pass 2 queued: the stream runs this batch's copies after
+        it, so they overwrite nothing it reads.
+        """
+        stream, k = self._slot(slot).stream, f"{slot}."
+        cols = self._put_block(k, li, stream) or self._put_each(k, li, stream)
+        values = cols["values"]
+        a = {
+            "values": values,
+            "record": tuple(cols[name] for name in RECORD_COLUMNS),
+            "records": (cols["partitions"], cols["offsets"], cols["timestamps"]),
+        }
+        value_ends = cols["value_ends"]
+        width = max(self.nprops, 1)
+        a["slots"] = self._device(k + "slots", n, np.int64, lane_rows.SLOT_COUNT)
+        ints = (self._device(k + c, n, np.int64, width) for c in ("cs", "ce", "cv"))
+        a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
+        sizes = self._device(k + "sizes", n, np.int64)
+        threads = self.measure_threads
+        self.measure(
+            -(-n // threads), threads, stream, values, value_ends, *a["record"], self.max_bytes, a["slots"],
+            *self._tables, *a["content"], *a["records"], sizes,
+        )  # fmt: skip
+        host_sizes = self._host(k + "sizes", n, np.int64)
+        sizes.copy_to_host(host_sizes[:n], stream=stream)
+        sized = self._cuda.event(timing=False)
+        sized.record(stream)
+        return _Pass(slot, stream, n, a, host_sizes, sized)
+
+    def sizes(self, handle: _Pass) -> I64:
+        """Wait for the batch's pass 1; a copy of its sizes (the page-locked buffer is the slot's)."""
+        handle.sized.synchronize()
+        return np.array(handle.sizes[: handle.n])
+
+    def submit_write(self, handle: _Pass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+        """Queue pass 2 on the slot's stream and the copies of its output into ``out`` (page-locked).
+
+        The output goes through :data:`OUT_BUFFERS` device buffers in pieces of about
+        :func:`piece_bytes` (at most :attr:`write_piece_bytes`), each written by a launch of pass 2
+        for the rows that start in it, then copied out on the copy stream while the next piece is
+        written into the other buffer: the device holds two pieces, not a whole batch's output (as
+        large as its values). A piece's launch waits, on the device, for the copy out of the piece
+        its buffer held before (the batch before's, on another slot, too); the host does not wait.
+        """
+        pieces = write_pieces(offsets, piece_bytes(int(offsets[-1]), self.write_piece_bytes))
+        if not pieces:
+            return
+        a, stream, n = handle.arrays, handle.stream, handle.n
+        device_starts = self._put(f"{handle.index}.starts", starts, stream)
+        largest = max(hi - lo for lo, hi in pieces)
+        buffers = [self._buffer(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
+        copies = self._copy_stream()
+        writers = self._writers_after(stream, len(buffers))
+        threads = self.write_threads
+        blocks = -(-n // threads)
+        for at, (lo, hi) in enumerate(pieces):
+            b = at % len(buffers)
+            writer = writers[b % len(writers)]
+            self._freed[b].wait(writer)
+            self.write(
+                blocks, threads, writer, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
+                self.nprops, *a["content"], *a["records"], device_starts, lo, hi, buffers[b],
+            )  # fmt: skip
+            self._written[b].record(writer)
+            self._written[b].wait(copies)
+            self._copy_out(buffers[b], out[lo:hi], copies)
+            self._freed[b].record(copies)
+        self._join(writers, stream)
+        handle.done = self._cuda.event(timing=False)
+        handle.done.record(copies)
+
+    def _writers_after(self, stream: Any, buffers: int) -> list[Any]:
+        """The streams pass 2 writes on, each queued behind ``stream``'s work so far (pass 1, the starts).
+
+        Just ``stream`` unless :attr:`write_streams` asks for more: then one per output buffer in use.
+        """
+        if self.write_streams <= 1 or buffers <= 1:
+            return [stream]
+        while len(self._writers) < OUT_BUFFERS:
+            self._writers.append(self._cuda.stream())
+            self._joins.append(self._cuda.event(timing=False))
+        ready = self._joins[0]
+        ready.record(stream)
+        writers = self._writers[:buffers]
+        for writer in writers:
+            ready.wait(writer)
+        return writers
+
+    def _join(self, writers: list[Any], stream: Any) -> None:
+        """Queue ``stream``'s next work behind pass 2 on ``writers``: the slot's next batch overwrites what it reads."""
+        if writers == [stream]:
+            return
+        for writer, joined in zip(writers, self._joins, strict=False):
+            joined.record(writer)
+            joined.wait(stream)
+
+    def _copy_out(self, device: Any, host: npt.NDArray[np.uint8], stream: Any) -> None:
+        """The first ``len(host)`` bytes of ``device`` into ``host`` (page-locked), queued on ``stream``.
+
+        Straight through the driver's copy where numba has it: a device array view and its checks
+        cost the feeding thread tens of microseconds per piece.
+        """
+        if self._to_host is None:
+            device[: len(host)].copy_to_host(host, stream=stream)
+        else:
+            self._to_host(host, device, host.nbytes, stream=stream)
+
+    def _copy_stream(self) -> Any:
+        """The stream of pass 2's copies out (made with its events on first use)."""
+        if self._copies is None:
+            self._copies = self._cuda.stream()
+            self._written = [self._cuda.event(timing=False) for _ in range(OUT_BUFFERS)]
+            self._freed = [self._cuda.event(timing=False) for _ in range(OUT_BUFFERS)]
+        return self._copies
+
+    def wait(self, handle: _Pass) -> None:
+        """Wait until the batch's output is in its host buffer (pass 1's sizes when it had none)."""
+        (handle.done or handle.sized).synchronize()
