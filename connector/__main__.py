@@ -60,7 +60,7 @@ def _producer_factory(s: config.ConnectorSettings) -> Callable[[], kafka_io.Tran
 
 def engine_options(s: config.ConnectorSettings) -> EngineOptions:
     """Engine knobs from the settings (also used by the benchmark)."""
-    fmt = response_format(s.json_schema, s.schema_name) if s.json_schema is not None else None
+    fmt = response_format(s.content_schema, s.schema_name) if s.content_schema is not None else None
     body = BodyOptions(s.model, fmt, s.http.stream, s.max_request_bytes)
     return EngineOptions(
         raw_topic=s.raw_topic,

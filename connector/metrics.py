@@ -49,7 +49,7 @@ class ConnectorMetrics:
         self.tokens = Counter("connector_tokens", "Tokens reported by usage.", ["kind"], registry=reg)
         self.valid_json_tokens = Counter(
             "connector_valid_json_completion_tokens",
-            "Completion tokens of replies whose first choice is valid JSON (with --json-schema).",
+            "Completion tokens of replies whose first choice is valid JSON (with --content-schema).",
             registry=reg,
         )
         self.records_in = Counter("connector_records_in", "Input records read.", registry=reg)

@@ -80,7 +80,8 @@ class ConnectorSettings:
     drain_timeout_s: float
     max_request_bytes: int
     max_record_bytes: int
-    json_schema: dict[str, Any] | None
+    content_schema: dict[str, Any] | None
+    """The content JSON Schema sent as ``response_format`` (``--content-schema``); None sends none."""
     schema_name: str
     metrics_port: int | None
     metrics_host: str
@@ -92,13 +93,23 @@ class ConnectorSettings:
         return f"{self.transactional_id}:{self.input_file}"
 
 
-def _opt(parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, **kw: Any) -> None:
-    env = "CONNECTOR_" + flag.lstrip("-").upper().replace("-", "_")
-    env_option(parser, flag, env, **kw)
+def _env_name(flag: str) -> str:
+    return "CONNECTOR_" + flag.lstrip("-").upper().replace("-", "_")
+
+
+def _opt(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, *, old_flags: Sequence[str] = (), **kw: Any
+) -> None:
+    """:func:`env_option` with the variable named after the flag; an old flag's variable stays honoured too."""
+    env_option(parser, flag, _env_name(flag), old_flags=old_flags, old_envs=[_env_name(f) for f in old_flags], **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """All options; each falls back to ``CONNECTOR_<OPTION>`` (Kafka ones to ``KAFKA_*``)."""
+    """All options; each falls back to ``CONNECTOR_<OPTION>`` (Kafka ones to the shared ``KAFKA_*``).
+
+    ``--content-schema`` was ``--json-schema`` (``CONNECTOR_JSON_SCHEMA``): both old names still work,
+    with a warning, so a deployment that sets them keeps sending its schema.
+    """
     p = argparse.ArgumentParser(prog="python -m connector", description="Prompts → vLLM → llm.raw / llm.dlq.")
     src = p.add_argument_group("input (one of)")
     _opt(src, "--input-topic", type=topic_name, help="Kafka topic of requests (consumer group input)")
@@ -127,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     _opt(http, "--max-retry-after-s", default=60.0, type=non_negative_float,
          help="longest Retry-After honoured (>= 0)")  # fmt: skip
     _opt(http, "--stream", action="store_true", default=False, help="capture via SSE, reassembled")
-    _opt(http, "--json-schema", help="content JSON Schema sent as response_format json_schema")
+    _opt(http, "--content-schema", old_flags=["--json-schema"],
+         help="content JSON Schema file sent as response_format json_schema (unset: none)")  # fmt: skip
     _opt(http, "--schema-name", default="content", type=schema_name, help="name of the schema in response_format")
     _opt(http, "--ca-file", help="CA bundle for an https endpoint")
     _opt(http, "--client-cert", help="client certificate (PEM)")
@@ -171,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _schema(path: str | None) -> dict[str, Any] | None:
     """The content schema to send, checked by the rules gpu_stage and the simulator hold it to."""
-    return load_content_schema(path, "--json-schema") if path else None
+    return load_content_schema(path, "--content-schema") if path else None
 
 
 def _check_files(args: argparse.Namespace) -> None:
@@ -226,7 +238,7 @@ def from_args(args: argparse.Namespace) -> ConnectorSettings:
         drain_timeout_s=args.drain_timeout_s,
         max_request_bytes=args.max_request_bytes,
         max_record_bytes=args.max_record_bytes,
-        json_schema=_schema(args.json_schema),
+        content_schema=_schema(args.content_schema),
         schema_name=args.schema_name,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,

@@ -18,6 +18,7 @@ Run: ``python -m jobs.ab_arm --from earliest --until latest --print`` (see jobs/
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -89,11 +90,17 @@ def build_job(t_env: Any, settings: cli.JobSettings) -> Any:
     return insert_pipeline(t_env, QUERY, SINK)
 
 
+def parser() -> argparse.ArgumentParser:
+    """The shared job options plus ``--dlq-topic`` (``JOBS_DLQ_TOPIC``; ``DLQ_TOPIC`` honoured, with a warning)."""
+    p = cli.parser("jobs.ab_arm", __doc__)
+    env_option(p, "--dlq-topic", "JOBS_DLQ_TOPIC", old_envs=["DLQ_TOPIC"], default=cli.DEFAULT_DLQ_TOPIC,
+               type=topic_name, help="dead-letter topic")  # fmt: skip
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jobs.ab_arm``."""
-    p = cli.parser("jobs.ab_arm", __doc__)
-    env_option(p, "--dlq-topic", "DLQ_TOPIC", default=cli.DEFAULT_DLQ_TOPIC, type=topic_name, help="dead-letter topic")
-    return cli.run(build_job, p, argv)
+    return cli.run(build_job, parser(), argv)
 
 
 if __name__ == "__main__":

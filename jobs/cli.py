@@ -1,9 +1,13 @@
 """What every ``python -m jobs.<name>`` shares: one frozen settings object, its options, and ``run``.
 
-Options fall back to environment variables (shown in ``--help``). Modes: streaming on an embedded
-mini-cluster by default; ``--until latest`` makes the sources bounded (tests, backfills) so the job ends
-when it has read what was in the topic at start; under ``flink run`` the same code is submitted to the
-cluster (``--no-jars`` when the cluster's ``lib/`` already has the connector jars, see jobs/README.md).
+Options fall back to ``JOBS_*`` environment variables (shown in ``--help``; the Kafka connection to the
+shared ``KAFKA_*``). The unprefixed names some had before (``CONTENT_SCHEMA``, ``TYPED_TOPIC``,
+``FEATURES_TOPIC``) are still honoured, with a warning, while the new one is unset.
+
+Modes: streaming on an embedded mini-cluster by default; ``--until latest`` makes the sources bounded
+(tests, backfills) so the job ends when it has read what was in the topic at start; under ``flink run``
+the same code is submitted to the cluster (``--no-jars`` when the cluster's ``lib/`` already has the
+connector jars, see jobs/README.md).
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ class JobSettings:
     record: TypedRecord = field(default_factory=TypedRecord.from_file)
     dlq: TopicSource | None = None
 
+    @property
+    def content_schema(self) -> dict[str, Any]:
+        """The content JSON Schema (``--content-schema``), under the name every service's settings use.
+
+        Read from :attr:`record`, which was built from it, so the two cannot disagree.
+        """
+        return self.record.content_schema
+
 
 BuildJob = Callable[[Any, JobSettings], Any]
 BuildJobWithArgs = Callable[[Any, JobSettings, argparse.Namespace], Any]
@@ -71,8 +83,9 @@ def parser(prog: str, description: str | None, *, with_sink: bool = True) -> arg
     p = argparse.ArgumentParser(prog=f"python -m {prog}", description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     KafkaSettings.add_options(p, "JOBS")
-    env_option(p, "--content-schema", "CONTENT_SCHEMA", help="content JSON Schema file (bundled default)")
-    env_option(p, "--typed-topic", "TYPED_TOPIC", type=topic_name,
+    env_option(p, "--content-schema", "JOBS_CONTENT_SCHEMA", old_envs=["CONTENT_SCHEMA"],
+               help="content JSON Schema file (bundled default)")
+    env_option(p, "--typed-topic", "JOBS_TYPED_TOPIC", old_envs=["TYPED_TOPIC"], type=topic_name,
                help=f"typed topic (default: {DEFAULT_TYPED_BASE}.<schema fingerprint>, as gpu_stage writes)")
     env_option(p, "--from", "JOBS_FROM", default="group", dest="start",
                help="earliest, latest, group (committed offsets) or timestamp:<epoch ms>")
@@ -88,8 +101,8 @@ def parser(prog: str, description: str | None, *, with_sink: bool = True) -> arg
     p.add_argument("--watermark-on-event", action="store_true",
                    help="emit a watermark per record (deterministic late-record drops; slower)")
     if with_sink:
-        env_option(p, "--features-topic", "FEATURES_TOPIC", default=DEFAULT_FEATURES_TOPIC, type=topic_name,
-                   help="output topic (JSON value, entity as key)")
+        env_option(p, "--features-topic", "JOBS_FEATURES_TOPIC", old_envs=["FEATURES_TOPIC"],
+                   default=DEFAULT_FEATURES_TOPIC, type=topic_name, help="output topic (JSON value, entity as key)")
         p.add_argument("--print", action="store_true", dest="print_rows",
                        help="print rows to stdout instead of writing the topic")
     env_option(p, "--parallelism", "JOBS_PARALLELISM", default=1, type=positive_int, help="Flink parallelism (>= 1)")

@@ -1,10 +1,12 @@
 """The one loader of the content JSON Schema file, with the rules of every part that uses it.
 
-The same file is sent to vLLM as ``response_format`` (connector ``--json-schema``), becomes the
-``content`` ROW of the typed record and its validators (gpu_stage ``--content-schema``: the reference,
-native and device parsers; the Flink jobs' DDL and Avro), and is answered by the simulator's value
-generator. A schema that one of them cannot use must be refused by all of them, at start and in the
-same words, rather than by one of them mid-run (or, worse, by none: every record a dead letter).
+Every command takes it as ``--content-schema`` (env ``CONNECTOR_CONTENT_SCHEMA``,
+``GPU_STAGE_CONTENT_SCHEMA``, ``JOBS_CONTENT_SCHEMA``). The same file is sent to vLLM as
+``response_format`` (connector), becomes the ``content`` ROW of the typed record and its validators
+(gpu_stage: the reference, native and device parsers; the Flink jobs' DDL and Avro), and is answered by
+the simulator's value generator. A schema that one of them cannot use must be refused by all of them, at
+start and in the same words, rather than by one of them mid-run (or, worse, by none: every record a dead
+letter).
 
 Rules, the strictest any of them needs:
 

@@ -2,11 +2,18 @@
 
 Every option is a CLI flag whose default falls back to an environment variable, and ``--help`` shows
 which (``[env: NAME]``), as bytewax does. Library code receives the settings object, never ``os.environ``.
+
+Variables are named ``<SERVICE>_<OPTION>`` (``CONNECTOR_*``, ``GPU_STAGE_*``, ``JOBS_*``…), except the
+ones every service reads alike (``KAFKA_*``). A renamed option or variable keeps its old name as a
+deprecated alias (``old_flags``/``old_envs`` of :func:`env_option`): still honoured, hidden from
+``--help``, and each use logged once as a warning naming the new one, so a deployment that sets the
+old name keeps working and learns what to change.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import re
@@ -18,6 +25,8 @@ from typing import Any, Generic, TypeVar
 from llmpipe.errors import ConfigError
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class Secret:
@@ -61,6 +70,46 @@ class RefusedEnv:
     """
 
     message: str
+
+
+@dataclass(frozen=True)
+class Renamed:
+    """The default of an option that came from (or ignored) a deprecated environment variable.
+
+    Kept as the default so that :func:`parse_args` logs :attr:`note` only when the default is what the
+    option ends with: a flag given on the command line replaces it, and then the old variable played no part.
+    """
+
+    value: Any
+    note: str
+
+
+_NOTES = "_deprecated_names_used"
+"""Namespace attribute where :class:`_OldFlag` notes each use of an old flag during one parse."""
+
+
+class _OldFlag(argparse.Action):
+    """A hidden old spelling of an option: sets the new option's value and notes that it was used.
+
+    It takes the new option's ``type``, ``choices`` and ``nargs``, so a value is checked (and refused,
+    naming the flag as typed) exactly as through the new name.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new_flag: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new_flag = new_flag
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        notes: list[str] = getattr(namespace, _NOTES, [])
+        notes.append(f"{option_string} is deprecated and will be removed: use {self.new_flag}")
+        setattr(namespace, _NOTES, notes)
 
 
 def _shown(text: str) -> str:
@@ -223,6 +272,37 @@ def _env_default(env: str, flag: str, text: str, kwargs: Mapping[str, Any]) -> A
         return RefusedEnv(f"{env} ({flag}) is not valid: {exc}")
 
 
+def _old_env_default(
+    env: str, flag: str, value: Any, source: Mapping[str, str], old_envs: Sequence[str], kwargs: Mapping[str, Any]
+) -> Any:
+    """``value``, or what the first set variable of ``old_envs`` gives when ``env`` is unset, as :class:`Renamed`.
+
+    When both are set the new one wins, and the note says the old one is ignored: a deployment that
+    set both may believe the old value is in force.
+    """
+    old = next((name for name in old_envs if name in source), None)
+    if old is None:
+        return value
+    if env in source:
+        return Renamed(value, f"{old} is deprecated and ignored: {env} ({flag}) is set")
+    return Renamed(_env_default(old, flag, source[old], kwargs), f"{old} is deprecated and will be removed: set {env}")
+
+
+def _add_old_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, new: argparse.Action, old_flags: Sequence[str]
+) -> None:
+    """Add ``old_flags`` as hidden aliases of the option ``new`` (see :class:`_OldFlag`)."""
+    if not old_flags:
+        return
+    if not isinstance(new, argparse._StoreAction | argparse._StoreTrueAction):
+        msg = f"old flags of {new.option_strings[0]}: only store and store_true options have them"
+        raise TypeError(msg)
+    same: dict[str, Any] = {"nargs": new.nargs, "const": new.const, "type": new.type, "choices": new.choices,
+                            "metavar": new.metavar}  # fmt: skip
+    parser.add_argument(*old_flags, dest=new.dest, action=_OldFlag, new_flag=new.option_strings[0],
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS, **same)  # fmt: skip
+
+
 def env_option(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     flag: str,
@@ -231,17 +311,25 @@ def env_option(
     default: Any = None,
     help: str,
     environ: Mapping[str, str] | None = None,
+    old_flags: Sequence[str] = (),
+    old_envs: Sequence[str] = (),
     **kwargs: Any,
 ) -> None:
     """Add ``flag`` whose default comes from ``env`` when set, with both shown in ``--help``.
 
     The env value goes through the option's ``type`` and ``choices`` as a flag's would (argparse
     checks neither on a default); a refused one is reported by :func:`parse_args`.
+
+    ``old_flags`` and ``old_envs`` are names the option had before a rename: still honoured (a
+    variable only while ``env`` is unset), left out of ``--help``, and each use logged once as a
+    warning naming the new name when :func:`parse_args` succeeds.
     """
     source = os.environ if environ is None else environ
     value = _env_default(env, flag, source[env], kwargs) if env in source else default
+    value = _old_env_default(env, flag, value, source, old_envs, kwargs)
     shown = "***" if "secret" in kwargs.pop("shown", "") else default
-    parser.add_argument(flag, default=value, help=f"{help} [env: {env}] (default: {shown})", **kwargs)
+    action = parser.add_argument(flag, default=value, help=f"{help} [env: {env}] (default: {shown})", **kwargs)
+    _add_old_flags(parser, action, old_flags)
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -250,6 +338,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     A value a ``type`` refuses (given as a flag, or from an env var) names the option (and the
     variable) and what it allows, without the usage text: the mistake is the value, not the command
     line. Argparse's own errors (unknown option, missing value, a choice) stay usage errors (exit 2).
+    Once every value is accepted, each deprecated name that was used is logged once as a warning
+    (not before: a refused value stays the one line a bad start prints).
     """
     parser.exit_on_error = False
     try:
@@ -259,9 +349,17 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
             msg = f"{exc.argument_name} {exc.message}"
             raise ConfigError(msg) from exc
         parser.error(str(exc))
-    for value in vars(args).values():
+    given = vars(args)
+    notes: list[str] = given.pop(_NOTES, [])
+    for name, value in given.items():
+        if isinstance(value, Renamed):
+            given[name] = value.value
+            notes.append(value.note)
+    for value in given.values():
         if isinstance(value, RefusedEnv):
             raise ConfigError(value.message)
+    for note in dict.fromkeys(notes):
+        log.warning("%s", note)
     return args
 
 

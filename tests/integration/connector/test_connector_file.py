@@ -59,7 +59,7 @@ def test_bad_lines_to_dlq_and_rerun_is_idempotent(kafka: KafkaSettings, new_topi
             str(path),
             "--state-topic",
             state,
-            "--json-schema",
+            "--content-schema",
             str(schema),
         )
         first = subprocess.run(cmd, cwd=Path(__file__).resolve().parents[3], timeout=120, check=False)
@@ -67,7 +67,7 @@ def test_bad_lines_to_dlq_and_rerun_is_idempotent(kafka: KafkaSettings, new_topi
     assert first.returncode == 0 and second.returncode == 0
     raw = kafka_io.read_topic(kafka, topics.raw)
     dlq = kafka_io.read_topic(kafka, topics.dlq)
-    assert sorted(m.key for m in raw) == sorted(f"f-{i}".encode() for i in range(300))
+    assert sorted(m.key or b"" for m in raw) == sorted(f"f-{i}".encode() for i in range(300))
     got = {int(dict(m.headers)[HEADER_OFFSET]): dict(m.headers)[HEADER_REASON].decode() for m in dlq}
     assert got == expected
     schema_doc = json.loads(schema.read_text())

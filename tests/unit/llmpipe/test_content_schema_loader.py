@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpu_stage.content import ContentValidator
+from gpu_stage.transform.contract.content import ContentValidator
 from llmpipe import content_schema
 from llmpipe.content_schema import DEFAULT_CONTENT_SCHEMA, load_content_schema
 from llmpipe.errors import ConfigError
@@ -108,16 +108,18 @@ def test_a_bad_schema_is_one_line_naming_option_path_and_problem(tmp_path: Path,
 
 def test_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as missing:
-        load_content_schema(tmp_path / "nope.json", "--json-schema")
-    assert str(missing.value) == f"--json-schema {tmp_path / 'nope.json'}: cannot be read (No such file or directory)"
+        load_content_schema(tmp_path / "nope.json", "--content-schema")
+    assert str(missing.value) == (
+        f"--content-schema {tmp_path / 'nope.json'}: cannot be read (No such file or directory)"
+    )
     with pytest.raises(ConfigError) as folder:
-        load_content_schema(tmp_path, "--json-schema")
-    assert str(folder.value) == f"--json-schema {tmp_path}: cannot be read (Is a directory)"
+        load_content_schema(tmp_path, "--content-schema")
+    assert str(folder.value) == f"--content-schema {tmp_path}: cannot be read (Is a directory)"
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"type": "object", "properties": {"caf\xe9": {"type": "string"}}}')
     with pytest.raises(ConfigError) as encoded:
-        load_content_schema(latin, "--json-schema")
-    assert str(encoded.value) == f"--json-schema {latin}: is not UTF-8 text (invalid continuation byte at byte 38)"
+        load_content_schema(latin, "--content-schema")
+    assert str(encoded.value) == f"--content-schema {latin}: is not UTF-8 text (invalid continuation byte at byte 38)"
 
 
 def test_the_default_is_the_bundled_file_and_passes() -> None:
@@ -143,7 +145,8 @@ def test_a_rich_schema_is_accepted_by_every_consumer(tmp_path: Path) -> None:
 def test_what_gpu_stage_refused_is_now_refused_by_every_command_in_the_same_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("CONTENT_SCHEMA", "GPU_STAGE_CONTENT_SCHEMA", "CONNECTOR_JSON_SCHEMA"):
+    for name in ("JOBS_CONTENT_SCHEMA", "GPU_STAGE_CONTENT_SCHEMA", "CONNECTOR_CONTENT_SCHEMA",
+                 "CONTENT_SCHEMA", "CONNECTOR_JSON_SCHEMA"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     path = _write(tmp_path, json.dumps(NESTED_OBJECT))
     prompts = _write(tmp_path, "", "prompts.jsonl")
@@ -155,7 +158,7 @@ def test_what_gpu_stage_refused_is_now_refused_by_every_command_in_the_same_word
     from jobs.user_risk import main as user_risk
 
     runs: list[tuple[str, Callable[[Sequence[str]], int], list[str]]] = [
-        ("connector", connector, ["--input-file", str(prompts), "--json-schema", str(path)]),
+        ("connector", connector, ["--input-file", str(prompts), "--content-schema", str(path)]),
         ("gpu_stage", gpu_stage, ["--content-schema", str(path)]),
         ("jobs.user_risk", user_risk, ["--content-schema", str(path)]),
     ]

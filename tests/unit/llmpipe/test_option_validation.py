@@ -17,6 +17,7 @@ from llmpipe.settings import Bounded, env_option, non_negative_float, parse_args
 ROOT = Path(__file__).resolve().parents[3]
 ENV_PREFIXES = ("CONNECTOR_", "GPU_STAGE_", "REPLAY_", "VLLM_SIM_", "STACK_", "JOBS_", "KAFKA_")
 ENV_NAMES = ("CONTENT_SCHEMA", "TYPED_TOPIC", "FEATURES_TOPIC", "DLQ_TOPIC", "RAW_TOPIC")
+"""Unprefixed variables still read: the jobs' deprecated old names, and jobs.peer_raw's --raw-topic."""
 INPUT = ["--input-file", "{tmp}/prompts.jsonl"]
 """The connector needs an input that exists to get past its input checks."""
 
@@ -57,6 +58,10 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [
      "stack: STACK_KAFKA_PORT (--port) must be an integer in [0, 65535], not 'x'"),
     ("jobs.model_minute", [], {"JOBS_PARALLELISM": "two"},
      "jobs.model_minute: JOBS_PARALLELISM (--parallelism) must be an integer >= 1, not 'two'"),
+    ("jobs.model_minute", [], {"JOBS_TYPED_TOPIC": "llm typed"},
+     f"jobs.model_minute: JOBS_TYPED_TOPIC (--typed-topic) must be {TOPIC_RULE}, not 'llm typed'"),
+    # A deprecated variable's refused value names the variable as it was set.
+    ("jobs.ab_arm", [], {"DLQ_TOPIC": "a/b"}, f"jobs.ab_arm: DLQ_TOPIC (--dlq-topic) must be {TOPIC_RULE}, not 'a/b'"),
     # A sample of every other command's options.
     ("connector", [*INPUT, "--timeout-s", "0"], {}, "connector: --timeout-s must be a number > 0, not 0"),
     ("connector", [*INPUT, "--backoff-max-s", "-0.5"], {},
@@ -141,6 +146,8 @@ CASES: list[tuple[str, list[str], dict[str, str], str]] = [
     ("jobs.ab_arm", ["--dlq-topic", ""], {}, f"jobs.ab_arm: --dlq-topic must be {TOPIC_RULE}, not ''"),
     ("jobs.ab_arm", ["--content-schema", "{tmp}/missing.json"], {},
      "jobs.ab_arm: --content-schema {tmp}/missing.json: cannot be read (No such file or directory)"),
+    ("connector", [*INPUT, "--content-schema", "{tmp}"], {},
+     "connector: --content-schema {tmp}: cannot be read (Is a directory)"),
 ]  # fmt: skip
 
 
