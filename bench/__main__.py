@@ -3,7 +3,7 @@
 Order matters: the peers' worker processes are forked before any GPU context exists, then the Flink
 peer (``--with-flink``), then the backends' main run (with the value checksum) and the batch-size
 sweep. Ratios in the table come from this one run, so they hold even on a noisy shared machine.
-See ``bench/README.md`` for the commands that produced the committed results.
+See ``docs/performance.md`` for the commands behind the current figures.
 """
 
 from __future__ import annotations
