@@ -25,8 +25,10 @@ from bench import corpus
 from bench.transform import write_result
 from gpu_stage.synth import batch
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.device.lane import CpuExecutor, LaneFound, LaneTransform
-from gpu_stage.transform.device.rows import NOT_TAKEN
+from gpu_stage.transform.device.executor import CpuExecutor
+from gpu_stage.transform.device.lane import LaneTransform
+from gpu_stage.transform.device.merge import LaneFound
+from gpu_stage.transform.device.slots import NOT_TAKEN
 from gpu_stage.transform.native import NativeBackend
 from llmpipe.runtime import configure_logging
 

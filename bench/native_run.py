@@ -27,8 +27,9 @@ from bench import corpus
 from bench.transform import write_result
 from gpu_stage.synth import batch
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.device.lane import CpuExecutor, LaneTransform
-from gpu_stage.transform.device.rows import NOT_TAKEN
+from gpu_stage.transform.device.executor import CpuExecutor
+from gpu_stage.transform.device.lane import LaneTransform
+from gpu_stage.transform.device.slots import NOT_TAKEN
 from gpu_stage.transform.native import NativeBackend
 from gpu_stage.transform.packed import I64, PackedBatch
 from llmpipe.runtime import configure_logging

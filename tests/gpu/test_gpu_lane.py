@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gpu_stage import synth
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.batch import RawBatch
-from gpu_stage.transform.device.scan import V_UNKNOWN
+from gpu_stage.transform.device.strict import V_UNKNOWN
 from gpu_stage.transform.native import NativeBackend
 from llmpipe.record import TypedRecord
 from tests.gpu.gpu_parity import REASON

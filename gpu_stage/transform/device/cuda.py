@@ -22,9 +22,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.transform.device import rows as lane_rows
-from gpu_stage.transform.device.lane import I64, RECORD_COLUMNS, ContentTables, Executor, LaneInput, compile_lane
+from gpu_stage.transform.device import slots
+from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
+from gpu_stage.transform.device.executor import Executor
+from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
+from gpu_stage.transform.device.tables import ContentTables
 from gpu_stage.transform.stages import StageClock
 
 log = logging.getLogger(__name__)
@@ -375,7 +378,7 @@ class CudaExecutor(Executor):
         }
         value_ends = cols["value_ends"]
         width = max(self.nprops, 1)
-        a["slots"] = self._device(k + "slots", n, np.int64, lane_rows.SLOT_COUNT)
+        a["slots"] = self._device(k + "slots", n, np.int64, slots.SLOT_COUNT)
         ints = (self._device(k + c, n, np.int64, width) for c in ("cs", "ce", "cv"))
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)

@@ -38,8 +38,10 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.transform.batch import EncodedRows, ParseResult
-from gpu_stage.transform.device.lane import I64, Executor, LaneFound, LaneInput
-from gpu_stage.transform.device.rows import NOT_TAKEN
+from gpu_stage.transform.device.columns import I64, LaneInput
+from gpu_stage.transform.device.executor import Executor
+from gpu_stage.transform.device.merge import LaneFound
+from gpu_stage.transform.device.slots import NOT_TAKEN
 from gpu_stage.transform.native import NativeBackend, NativeRun, Packed
 from gpu_stage.transform.packed import PackedBatch, Picked, last_end
 from gpu_stage.transform.stages import StageClock

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-if "skip_ws" not in globals():  # a plain import; compile_lane runs this file after the jitted lane_json
+if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
     from gpu_stage.transform.device.scan import (
         COLON,
         LBRACE,
@@ -42,7 +42,7 @@ def _plain(fn: Any) -> Any:
 
 jit: Any = globals().get("jit", _plain)
 
-# Slots of the record columns, after the body's (see ``lane_rows``).
+# Slots of the record columns, after the body's (see :mod:`gpu_stage.transform.device.slots`).
 KEY = 43  # a string slot triple in the keys: start (-1: no key), end, length
 LATENCY = 46  # an int slot: NULL_INT for null
 ATTRS = 47  # the attributes object's ``{`` in the headers (-1: null), then its end

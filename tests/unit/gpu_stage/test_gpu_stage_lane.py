@@ -31,7 +31,9 @@ from test_packed import assert_same_result
 from gpu_stage import synth
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.batch import RawBatch
-from gpu_stage.transform.device.lane import CpuExecutor, LaneTransform, compile_lane
+from gpu_stage.transform.device.executor import CpuExecutor
+from gpu_stage.transform.device.kernels import compile_lane
+from gpu_stage.transform.device.lane import LaneTransform
 from gpu_stage.transform.device.packed import _lane_input
 from gpu_stage.transform.native import NativeBackend
 from gpu_stage.transform.packed import PackedBatch
@@ -171,8 +173,8 @@ def test_synthetic_bodies_are_all_taken() -> None:
 
 
 def test_a_batch_below_the_device_minimum_is_the_native_cores_alone() -> None:
-    """``device_min_rows``: a small batch skips the device passes, a batch at the minimum takes them."""
-    lane = LaneTransform(replace(WIDE, device_min_rows=500), CpuExecutor)
+    """``gpu_min_batch``: a small batch skips the device passes, a batch at the minimum takes them."""
+    lane = LaneTransform(replace(WIDE, gpu_min_batch=500), CpuExecutor)
     small, at_minimum = synth.batch(synth.bodies(499)), synth.batch(synth.bodies(500))
     assert _run(lane, NativeBackend(WIDE), small)[0] == 0
     assert lane.rows == 499

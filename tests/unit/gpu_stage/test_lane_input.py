@@ -6,7 +6,9 @@ import numpy as np
 
 from gpu_stage import synth
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.device.lane import Executor, LaneInput, int_columns
+from gpu_stage.transform.device.columns import LaneInput
+from gpu_stage.transform.device.executor import Executor
+from gpu_stage.transform.device.merge import int_columns
 from gpu_stage.transform.native import NativeBackend
 
 CORE = NativeBackend(TransformSettings())._core

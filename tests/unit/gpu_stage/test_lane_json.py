@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_stage.transform.device import scan as lane_json
-from gpu_stage.transform.device.rows import put_text
+from gpu_stage.transform.device.emit import put_text
 
 PIECES = ["a", "Z", " ", "~", '\\"', "\\\\", "\\n", "\\t", "\\/", "é", "汉", "😀", "\\u00e9", "\x01", "\\q"]
 

@@ -23,7 +23,7 @@ pytest.importorskip("numba")
 from test_gpu_stage_lane import WIDE_PAIR, _chat, _run
 
 from gpu_stage import synth
-from gpu_stage.transform.device import scan as lane_json
+from gpu_stage.transform.device import strict as lane_json
 
 V = lane_json
 REASON_VERDICT = {"invalid_utf8": V.V_INVALID_UTF8, "invalid_json": V.V_INVALID_JSON, "not_an_object": V.V_NOT_OBJECT}

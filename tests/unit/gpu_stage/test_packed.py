@@ -67,8 +67,8 @@ def test_packing_keeps_every_record_as_it_was() -> None:
 
 
 def test_dead_letters_found_apart_are_merged_in_batch_order_when_read() -> None:
-    from gpu_stage.transform.device.lane import LaneFound
-    from gpu_stage.transform.device.rows import UPSTREAM_ERROR
+    from gpu_stage.transform.device.merge import LaneFound
+    from gpu_stage.transform.device.slots import UPSTREAM_ERROR
 
     raw = _odd_batch()
     packed = PackedBatch.of(raw)

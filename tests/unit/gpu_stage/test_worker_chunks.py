@@ -218,7 +218,8 @@ def test_native_threads_option_reaches_the_lanes_native_core(monkeypatch: pytest
     """Unset: every usable core; set (option or env): that many; the lane's native core gets it."""
     from gpu_stage.runtime import usable_cores
     from gpu_stage.settings import parse
-    from gpu_stage.transform.device.lane import CpuExecutor, LaneTransform
+    from gpu_stage.transform.device.executor import CpuExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
 
     assert parse([])[1].native_threads is None
     assert parse(["--native-threads", "3"])[1].native_threads == 3

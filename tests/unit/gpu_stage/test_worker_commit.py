@@ -22,10 +22,14 @@ from gpu_stage.settings import WorkerSettings
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.native import NativeBackend
 from gpu_stage.worker import Worker
+from gpu_stage.worker import partitions as worker_partitions
+from gpu_stage.worker import producer as worker_producer
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings, Message, Records, TxnAbortable, TxnTimedOut
 
 TOPIC = "raw"
+CLIENT_MODULES = {"Consumer": worker_partitions, "TransactionalProducer": worker_producer}
+"""Where the worker looks up each Kafka client class it makes: the module to patch it in."""
 COMMIT_S = 0.03
 """How long each fake commit takes: long enough that the next batch's collection runs inside it."""
 
@@ -363,7 +367,6 @@ def test_a_backoff_option_reaches_its_kafka_client(
     monkeypatch: pytest.MonkeyPatch, option: str, default: int, client: str, make: str, bad: str
 ) -> None:
     """The option's default, its env var, and the value the worker's client is made with."""
-    from gpu_stage import worker as worker_module
     from gpu_stage.settings import parse
 
     assert getattr(parse([])[1], option) == default
@@ -371,7 +374,7 @@ def test_a_backoff_option_reaches_its_kafka_client(
     settings = parse([])[1]
     assert getattr(settings, option) == 7
     made: list[dict[str, Any]] = []
-    monkeypatch.setattr(worker_module, client, lambda *args, **kwargs: made.append(kwargs))
+    monkeypatch.setattr(CLIENT_MODULES[client], client, lambda *args, **kwargs: made.append(kwargs))
     getattr(Worker, make)(types.SimpleNamespace(settings=settings, _on_revoke=None, _on_assign=None))
     kwarg = "retry_backoff_ms" if client == "TransactionalProducer" else option
     assert made[0][kwarg] == 7
@@ -391,7 +394,6 @@ def test_client_config_reaches_its_kafka_client_over_the_workers_own(
     monkeypatch: pytest.MonkeyPatch, flag: str, client: str, make: str, refused: str
 ) -> None:
     """Env pairs, then CLI pairs (a later key wins), over the worker's defaults; guarded keys refused."""
-    from gpu_stage import worker as worker_module
     from gpu_stage.settings import parse
 
     option = flag.removeprefix("--").replace("-", "_")
@@ -404,7 +406,7 @@ def test_client_config_reaches_its_kafka_client_over_the_workers_own(
     )  # fmt: skip
     assert "hunter2" not in repr(settings)
     made: list[dict[str, Any]] = []
-    monkeypatch.setattr(worker_module, client, lambda *args, **kwargs: made.append(kwargs))
+    monkeypatch.setattr(CLIENT_MODULES[client], client, lambda *args, **kwargs: made.append(kwargs))
     getattr(Worker, make)(types.SimpleNamespace(settings=settings, _on_revoke=None, _on_assign=None))
     config = made[0]["config"]
     assert (config["socket.timeout.ms"], config["client.id"], config["sasl.password"]) == ("2000", "w-4096", "hunter2")

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from gpu_stage import worker as worker_module
 from gpu_stage.settings import WorkerSettings
-from gpu_stage.worker import Outage, Watchdog
+from gpu_stage.worker import calls, recovery
+from gpu_stage.worker.outage import Outage
+from gpu_stage.worker.watchdog import Watchdog
 from llmpipe.errors import FencedError
 from llmpipe.kafka_io import CallThread, KafkaSettings, TxnTimedOut
 from tests.unit.gpu_stage.test_worker_commit import (
@@ -88,7 +89,7 @@ def _worker(watch: FakeWatch, producers: Iterator[Any], journal: Journal, log: L
 def test_a_commit_blocked_through_an_outage_is_given_up_once_kafka_answers(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(worker_module, "RETURN_GRACE_S", 0.3)
+    monkeypatch.setattr(calls, "RETURN_GRACE_S", 0.3)
     journal, log, watch = Journal(), Log(), FakeWatch()
     made = iter([StuckCommit(journal, log, {}), *(FakeProducer(journal, log, {}) for _ in range(5))])
     worker, records = _worker(watch, made, journal, log)
@@ -116,7 +117,7 @@ def test_a_commit_blocked_through_an_outage_is_given_up_once_kafka_answers(
 def test_recovery_is_retried_until_kafka_answers_with_one_line_per_state(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(worker_module, "RECOVERY_BACKOFF_S", (0.01, 0.02))
+    monkeypatch.setattr(recovery, "RECOVERY_BACKOFF_S", (0.01, 0.02))
     journal, log, watch = Journal(), Log(), FakeWatch()
     refusals = 8
 

@@ -1,0 +1,326 @@
+"""The device lane's Avro writer: a row's datum from its slots, or only its size.
+
+:func:`emit` serves both passes: with ``write`` false it only counts bytes (pass 1's size), with
+``write`` true it writes them at the row's offset (pass 2), so the size and the bytes cannot
+disagree. Avro longs are zig-zag varints; strings are a length then UTF-8 bytes, re-escaped where
+the slot holds a JSON spelling.
+
+Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
+"""
+
+# mypy: disable-error-code="no-untyped-def"
+# ruff: noqa: SIM109
+from __future__ import annotations
+
+import math
+from typing import Any
+
+if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
+    from gpu_stage.transform.device.record import (
+        ATTR_COUNT,
+        ATTRS,
+        KEY,
+        LATENCY,
+        NULL_INT,
+        attribute_member,
+    )
+    from gpu_stage.transform.device.scan import (
+        BSLASH,
+        literal,
+        open_object,
+        scan_number,
+        scan_string,
+        skip_ws,
+        unescape,
+    )
+    from gpu_stage.transform.device.slots import (
+        CACHED,
+        COMPLETION,
+        CONTENT,
+        CONTENT_STATE,
+        CREATED,
+        E_ADDITIONAL,
+        E_INVALID_JSON,
+        E_NOT_OBJECT,
+        ERROR_AT,
+        ERROR_CODE,
+        ERROR_END,
+        ERROR_TEXT_ENDS,
+        ERROR_TEXTS,
+        FINGERPRINT,
+        FINISH,
+        ID,
+        INDEX,
+        MODEL,
+        NUM_CHOICES,
+        OBJECT,
+        P_ARRAY,
+        P_KIND,
+        PROMPT,
+        REASONING,
+        STOP,
+        TIER,
+        TOOL_ARGS,
+        TOOL_NAME,
+        TOOL_VALID,
+        TOTAL,
+    )
+
+
+def _plain(fn: Any) -> Any:
+    return fn
+
+
+jit: Any = globals().get("jit", _plain)
+
+@jit
+def put_byte(out, q, value, write):
+    """One byte at ``q`` (only counted in the size pass)."""
+    if write:
+        out[q] = value
+    return q + 1
+
+
+@jit
+def put_long(out, q, value, write):
+    """Avro long: zig-zag, then base-128 varint (the right shift is made logical by the mask)."""
+    zz = (value << 1) ^ (value >> 63)
+    while zz < 0 or zz > 127:
+        q = put_byte(out, q, (zz & 0x7F) | 0x80, write)
+        zz = (zz >> 7) & 0x01FFFFFFFFFFFFFF
+    return put_byte(out, q, zz, write)
+
+
+@jit
+def put_opt_long(out, q, value, write):
+    """A ``["null", "long"]`` union from an int slot."""
+    if value == NULL_INT:
+        return put_byte(out, q, 0, write)
+    return put_long(out, put_byte(out, q, 2, write), value, write)
+
+
+@jit
+def put_text(src, s, length, escaped, out, q, write):
+    """Avro string from ``src[s:]``: ``length`` decoded bytes, escapes decoded when ``escaped``."""
+    q = put_long(out, q, length, write)
+    if not write:
+        return q + length
+    if escaped:
+        k = s
+        end = q + length
+        while q < end:
+            c = src[k]
+            if c == BSLASH:
+                c = unescape(src[k + 1])
+                k += 2
+            else:
+                k += 1
+            out[q] = c
+            q += 1
+        return q
+    for k in range(length):
+        out[q + k] = src[s + k]
+    return q + length
+
+
+@jit
+def put_opt_text(src, slots, r, slot, escaped, out, q, write):
+    """A ``["null", "string"]`` union from a string slot of ``src``, escapes decoded when ``escaped``."""
+    s = slots[r, slot]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    return put_text(src, s, slots[r, slot + 2], escaped, out, put_byte(out, q, 2, write), write)
+
+
+@jit
+def put_opt_string(b, slots, r, slot, out, q, write):
+    """A ``["null", "string"]`` union from a string slot of the body, as sent."""
+    return put_opt_text(b, slots, r, slot, True, out, q, write)
+
+
+@jit
+def put_attributes(hb, slots, r, out, q, write):
+    """``attributes``: a ``["null", map]`` union from the flat object pass 1 checked in the headers."""
+    s = slots[r, ATTRS]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    q = put_byte(out, q, 2, write)
+    count = slots[r, ATTR_COUNT]
+    if count > 0:
+        e = slots[r, ATTRS + 1]
+        q = put_long(out, q, count, write)
+        p, _ = open_object(hb, s, e)
+        for _ in range(count):
+            key_end, value, length, after, _ = attribute_member(hb, p, e)
+            q = put_text(hb, p + 1, key_end - p - 2, False, out, q, write)  # keys have no escapes
+            q = put_text(hb, value + 1, length, True, out, put_byte(out, q, 2, write), write)
+            p = after
+    return put_byte(out, q, 0, write)
+
+
+@jit
+def put_content_scalar(sc, p, e, kind, out, q, write):
+    """An array item of a valid content property, scanned again from the decoded text; ``(q, end)``."""
+    if kind == 0:
+        end, length = scan_string(sc, p, e, False)
+        return put_text(sc, p + 1, length, False, out, q, write), end
+    if kind == 3:
+        end, value = literal(sc, p, e)
+        return put_byte(out, q, value, write), end
+    end, num, ivalue, dvalue = scan_number(sc, p, e)
+    if kind == 2:
+        return put_long(out, q, ivalue, write), end
+    if num == 1:
+        dvalue = float(ivalue)
+    return put_double(out, q, dvalue, write), end
+
+
+@jit
+def double_bits(x):
+    """IEEE-754 bits of a zero or normal double, by exact power-of-two scaling (no bit casts needed).
+
+    The sign of zero is read through ``atan2`` (``atan2(-0.0, -1) = -pi``); the lane's doubles are
+    never subnormal.
+    """
+    if x == 0.0:
+        return NULL_INT if math.atan2(x, -1.0) < 0 else 0
+    negative = x < 0
+    m = -x if negative else x
+    e = 0
+    while m >= 4294967296.0:
+        m *= 2.3283064365386963e-10
+        e += 32
+    while m >= 2.0:
+        m *= 0.5
+        e += 1
+    while m < 2.3283064365386963e-10:
+        m *= 4294967296.0
+        e -= 32
+    while m < 1.0:
+        m *= 2.0
+        e -= 1
+    bits = ((e + 1023) << 52) | int((m - 1.0) * 4503599627370496.0)
+    return bits | NULL_INT if negative else bits
+
+
+@jit
+def put_double(out, q, value, write):
+    """Avro double: the 8 little-endian bytes of the IEEE-754 value."""
+    if write:
+        bits = double_bits(value)
+        for k in range(8):
+            out[q + k] = (bits >> (8 * k)) & 0xFF
+    return q + 8
+
+
+@jit
+def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
+    """The ``content`` record of a valid row: every property as a ``["null", T]`` union, schema order."""
+    q = put_byte(out, q, 2, write)
+    for j in range(nprops):
+        s = cs[r, j]
+        if s < 0:
+            q = put_byte(out, q, 0, write)
+            continue
+        q = put_byte(out, q, 2, write)
+        kind = ptab[j, P_KIND]
+        if ptab[j, P_ARRAY]:
+            count = cv[r, j]
+            if count > 0:
+                q = put_long(out, q, count, write)
+                p = skip_ws(sc, s + 1, ce[r, j])
+                for _ in range(count):
+                    q = put_byte(out, q, 2, write)
+                    q, p = put_content_scalar(sc, p, ce[r, j], kind, out, q, write)
+                    p = skip_ws(sc, p, ce[r, j])
+                    p = skip_ws(sc, p + 1, ce[r, j])
+            q = put_byte(out, q, 0, write)
+        elif kind == 0:
+            q = put_text(sc, s, ce[r, j] - s, False, out, q, write)
+        elif kind == 1:
+            q = put_double(out, q, cd[r, j], write)
+        elif kind == 2:
+            q = put_long(out, q, cv[r, j], write)
+        else:
+            q = put_byte(out, q, cv[r, j], write)
+    return q
+
+
+@jit
+def put_content_error(b, pnames, pends, slots, r, out, q, write):
+    """``content_error``: null, or an invalid content's error text (its code, then a property's or key's name)."""
+    if slots[r, CONTENT_STATE] != 2:
+        return put_byte(out, q, 0, write)
+    code = slots[r, ERROR_CODE]
+    first = ERROR_TEXT_ENDS[code - 1] if code > 0 else 0
+    length = ERROR_TEXT_ENDS[code] - first
+    at = slots[r, ERROR_AT]
+    if code == E_ADDITIONAL:
+        name = slots[r, ERROR_END] - at
+    elif code == E_NOT_OBJECT or code == E_INVALID_JSON:
+        name = 0
+    else:
+        at = pends[at - 1] if at > 0 else 0
+        name = pends[slots[r, ERROR_AT]] - at
+    q = put_long(out, put_byte(out, q, 2, write), length + name, write)
+    if not write:
+        return q + length + name
+    for k in range(length):
+        out[q + k] = ERROR_TEXTS[first + k]
+    q += length
+    if code == E_ADDITIONAL:
+        for k in range(name):
+            out[q + k] = b[at + k]
+    else:
+        for k in range(name):
+            out[q + k] = pnames[at + k]
+    return q + name
+
+
+@jit
+def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
+    """The row's Avro datum, field by field in ``TypedRecord.avro`` order; the end position."""
+    q = put_opt_text(kb, slots, r, KEY, False, out, q, write)  # the key, checked UTF-8 in pass 1
+    q = put_opt_string(b, slots, r, ID, out, q, write)
+    q = put_opt_string(b, slots, r, OBJECT, out, q, write)
+    q = put_opt_long(out, q, slots[r, CREATED], write)
+    for slot in (MODEL, FINISH, STOP):
+        q = put_opt_string(b, slots, r, slot, out, q, write)
+    q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
+    for slot in (REASONING, TOOL_NAME):
+        q = put_opt_string(b, slots, r, slot, out, q, write)
+    q = put_opt_text(b, slots, r, TOOL_ARGS, False, out, q, write)
+    valid = slots[r, TOOL_VALID]
+    q = put_byte(out, q, 0, write) if valid < 0 else put_byte(out, put_byte(out, q, 2, write), valid, write)
+    n = slots[r, NUM_CHOICES]
+    q = put_opt_long(out, q, n, write)
+    q = put_byte(out, q, 2, write)
+    if n > 0:
+        q = put_long(out, q, 1, write)
+        q = put_byte(out, q, 2, write)
+        q = put_opt_long(out, q, slots[r, INDEX], write)
+        q = put_opt_string(b, slots, r, FINISH, out, q, write)
+        q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
+    q = put_byte(out, q, 0, write)
+    for slot in (PROMPT, COMPLETION, TOTAL, CACHED):
+        q = put_opt_long(out, q, slots[r, slot], write)
+    q = put_opt_long(out, q, slots[r, LATENCY], write)
+    q = put_attributes(hb, slots, r, out, q, write)
+    q = put_opt_string(b, slots, r, FINGERPRINT, out, q, write)
+    q = put_opt_string(b, slots, r, TIER, out, q, write)
+    q = put_byte(out, q, 0, write)  # metadata: null (an object is left to the native core)
+    q = put_byte(out, put_byte(out, q, 2, write), 0, write)  # extra: an empty map
+    state = slots[r, CONTENT_STATE]
+    if state == 1:
+        q = put_content(b, ptab, nprops, r, cs, ce, cv, cd, out, q, write)
+        q = put_byte(out, put_byte(out, q, 2, write), 1, write)
+    elif state == 2:  # content null, content_valid false
+        q = put_byte(out, put_byte(out, put_byte(out, q, 0, write), 2, write), 0, write)
+    else:
+        q = put_byte(out, put_byte(out, q, 0, write), 0, write)
+    q = put_content_error(b, pnames, pends, slots, r, out, q, write)
+    q = put_long(out, put_byte(out, q, 2, write), part, write)
+    q = put_long(out, put_byte(out, q, 2, write), off, write)
+    if ts < 0:
+        return put_byte(out, q, 0, write)
+    return put_long(out, put_byte(out, q, 2, write), ts, write)

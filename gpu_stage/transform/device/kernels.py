@@ -1,0 +1,129 @@
+"""Compile the device lane's sources for a target: CUDA, or the CPU that the tests run.
+
+The row functions (:mod:`gpu_stage.transform.device.scan` to :mod:`gpu_stage.transform.device.rows`)
+are compiled per target by executing their source with that target's decorators, so CUDA and the
+CPU run the same code and the CPU run is what the tests compare, byte for byte, with the native core.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import logging
+import sys
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from llmpipe.errors import ConfigError
+
+log = logging.getLogger(__name__)
+_HERE = Path(__file__).parent
+_SOURCES = ("scan.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py")
+
+
+@functools.cache
+def compile_lane(target: str, cache: Path | None = None) -> SimpleNamespace:
+    """The lane's functions compiled for ``"cpu"`` (numba.njit) or ``"cuda"`` (numba.cuda), once per process.
+
+    numba compiles each function on its first call; the content schema is data (:class:`ContentTables`),
+    so one compilation serves every schema. With ``cache`` the compiled code is kept on disk between
+    processes (a worker then starts in about a second instead of tens): see :func:`_cached_namespace`.
+    """
+    if target not in ("cpu", "cuda"):
+        msg = f"unknown lane target {target!r}"
+        raise ConfigError(msg)
+    if cache is not None:
+        try:
+            return _compile(target, _cached_namespace(target, cache))
+        except Exception as exc:  # an unwritable folder, a numba without caching: compile as before
+            log.warning("device lane kernels not cached in %s: %s", cache, exc)
+    return _compile(target, {"__name__": f"gpu_stage.transform.device.compiled_{target}"})
+
+
+def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
+    """Execute the lane's sources into ``ns`` with ``target``'s decorators (cached ones when ``ns`` says so)."""
+    folder = ns.get("_cache")
+    with _numba_cache_dir(folder):
+        if target == "cpu":
+            import numba
+
+            plain: Callable[..., Any] = numba.njit(cache=folder is not None)
+            ns.update(jit=plain, kernel=plain)
+            ns["lane_start"] = plain(_zero)
+            ns["lane_step"] = plain(_one)
+        else:
+            cuda: Any = importlib.import_module("numba.cuda")
+            # Kernels are cached whole (their device functions are compiled into them).
+            ns.update(jit=cuda.jit(device=True), kernel=cuda.jit(cache=True) if folder is not None else cuda.jit)
+            exec(_GRID_SOURCE, ns)
+            ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
+            ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
+        for source in _SOURCES:
+            path = _HERE / source
+            exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
+    return SimpleNamespace(**ns)
+
+
+def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
+    """A fresh module for the lane's functions, registered under a name keyed by everything they compile from.
+
+    numba keys a cached function by its source file's time stamp only, but a lane kernel compiles
+    in functions of other files: so each version of the lane's sources (and of numba, Python and
+    the target) gets a folder of its own. The functions must belong to an importable module for
+    numba to store and load them, hence the entry in ``sys.modules``.
+    """
+    import numba
+
+    digest = hashlib.sha256()
+    for part in (target, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
+        digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
+    key = digest.hexdigest()[:16]
+    folder = cache / f"lane-{target}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"gpu_stage.transform.device._compiled_{target}_{key}"
+    module = sys.modules.get(name) or types.ModuleType(name)
+    sys.modules[name] = module
+    module.__dict__.update(_cache=folder)
+    return module.__dict__
+
+
+@contextmanager
+def _numba_cache_dir(folder: Path | None) -> Iterator[None]:
+    """Numba's cache folder while the lane's functions are defined (each takes it from the config then)."""
+    if folder is None:
+        yield
+        return
+    config: Any = importlib.import_module("numba.core.config")  # its settings are set at run time, untyped
+    before = config.CACHE_DIR
+    config.CACHE_DIR = str(folder)
+    try:
+        yield
+    finally:
+        config.CACHE_DIR = before
+
+
+def _zero() -> int:
+    return 0
+
+
+def _one() -> int:
+    return 1
+
+
+# The first row and the row stride of a grid-stride loop; ``cuda`` must be a global of the functions.
+_GRID_SOURCE = """
+from numba import cuda
+
+
+def lane_start():
+    return cuda.grid(1)
+
+
+def lane_step():
+    return cuda.gridsize(1)
+"""
