@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmpipe.errors import ConfigError, SourceError
-from llmpipe.kafka_io import KafkaSettings, TransactionalProducer, wait_ready
+from llmpipe.kafka_io import KafkaSettings, TransactionalProducer, await_cluster
 from stack.jars import jar_dir
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ def _await_ready(run: BrokerDir, proc: subprocess.Popen[bytes], timeout_s: float
         time.sleep(0.1)
     while proc.poll() is None and time.monotonic() < deadline:
         try:
-            wait_ready(settings, timeout_s=2)
+            await_cluster(settings, timeout_s=2, say=False)
             break
         except SourceError:
             continue

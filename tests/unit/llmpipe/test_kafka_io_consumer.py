@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from llmpipe import kafka_io
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, Consumer, KafkaSettings
+from llmpipe.kafka_io import consumer as consumer_module
 
 
 class _Client:
@@ -27,7 +27,7 @@ def test_a_full_prefetch_queue_pauses_fetching_for_the_backoff(
     monkeypatch: pytest.MonkeyPatch, backoff: int | None, expected: int
 ) -> None:
     """librdkafka pauses 1000 ms by default; the consumers here 10 ms unless told otherwise."""
-    monkeypatch.setattr(kafka_io.confluent_kafka, "Consumer", _Client)
+    monkeypatch.setattr(consumer_module.confluent_kafka, "Consumer", _Client)
     _Client.made.clear()
     kwargs = {} if backoff is None else {"fetch_backoff_ms": backoff}
     Consumer(KafkaSettings(bootstrap="127.0.0.1:9"), "g", ["t"], **kwargs)
@@ -37,7 +37,7 @@ def test_a_full_prefetch_queue_pauses_fetching_for_the_backoff(
 
 
 def test_a_config_entry_overrides_the_backoff_argument(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kafka_io.confluent_kafka, "Consumer", _Client)
+    monkeypatch.setattr(consumer_module.confluent_kafka, "Consumer", _Client)
     _Client.made.clear()
     Consumer(KafkaSettings(bootstrap="127.0.0.1:9"), "g", ["t"], config={"fetch.queue.backoff.ms": 50})
     assert _Client.made[0]["fetch.queue.backoff.ms"] == 50

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from llmpipe import kafka_io
 from llmpipe.errors import SourceError
-from llmpipe.kafka_io import KafkaSettings, group_members
+from llmpipe.kafka_io import KafkaSettings, cluster, group_members
 
 
 class ScriptedAdmin:
@@ -40,15 +39,15 @@ def _described(*partition_counts: int) -> SimpleNamespace:
 
 def test_asks_again_while_the_coordinator_is_not_there(monkeypatch: pytest.MonkeyPatch) -> None:
     client = ScriptedAdmin([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, _described(2, 1)])
-    monkeypatch.setattr(kafka_io, "admin", lambda settings: client)
+    monkeypatch.setattr(cluster, "admin", lambda settings: client)
     assert group_members(KafkaSettings(), "g") == ("STABLE", [2, 1])
     assert client.calls == 3
 
 
 def test_other_errors_and_a_coordinator_that_never_comes_raise_source_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kafka_io, "admin", lambda settings: ScriptedAdmin([KafkaError.GROUP_AUTHORIZATION_FAILED]))
+    monkeypatch.setattr(cluster, "admin", lambda settings: ScriptedAdmin([KafkaError.GROUP_AUTHORIZATION_FAILED]))
     with pytest.raises(SourceError, match="cannot describe consumer group g"):
         group_members(KafkaSettings(), "g")
-    monkeypatch.setattr(kafka_io, "admin", lambda settings: ScriptedAdmin([KafkaError.NOT_COORDINATOR]))
+    monkeypatch.setattr(cluster, "admin", lambda settings: ScriptedAdmin([KafkaError.NOT_COORDINATOR]))
     with pytest.raises(SourceError, match="NOT_COORDINATOR"):
         group_members(KafkaSettings(), "g", timeout_s=0.5)
