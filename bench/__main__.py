@@ -140,7 +140,7 @@ def _diff(got: Checksum, want: Checksum) -> dict[str, int]:
 
 def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Main run (with the value checksum) and the sweep, per usable backend."""
-    from gpu_stage.transform.api import TransformSettings
+    from gpu_stage.transform import TransformSettings
 
     settings = TransformSettings(native_threads=args.native_threads or None)
     main_runs: list[dict[str, Any]] = []

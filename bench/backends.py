@@ -16,9 +16,7 @@ import numpy as np
 from bench.checksum import Checksum, of_avro
 from bench.transform import time_batches, time_stream
 from gpu_stage.synth import batch
-from gpu_stage.transform.api import Backend, StreamBackend, TransformSettings
-from gpu_stage.transform.batch import RawBatch
-from gpu_stage.transform.packed import PackedBatch
+from gpu_stage.transform import Backend, PackedBatch, RawBatch, StreamBackend, TransformSettings
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -30,7 +28,7 @@ POOL_BYTES = 32 << 30
 
 def build(name: str, settings: TransformSettings) -> tuple[Backend | None, str | None]:
     """The backend called ``name`` via ``select.by_name``, or (None, why not) when it cannot run here."""
-    from gpu_stage.transform import choose as select
+    from gpu_stage.transform import backends as select
 
     if name == "gpu":
         reason = select.gpu_unusable_reason()

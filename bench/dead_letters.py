@@ -20,9 +20,7 @@ import numpy as np
 from bench.transform import write_result
 from gpu_stage.runtime import tune_process
 from gpu_stage.synth import SynthConfig, batch, bodies
-from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.native import NativeBackend
-from gpu_stage.transform.packed import PackedBatch
+from gpu_stage.transform import NativeBackend, PackedBatch, TransformSettings
 
 
 def measure(records: int, rounds: int, seed: int) -> dict[str, Any]:

@@ -85,7 +85,7 @@ if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     # One start compiles the kernels into the cache the workers load them from (else each compiles them).
-    python -c "from gpu_stage.transform.cudf.backend import GpuBackend; GpuBackend()" >> "$out/e2e.log" 2>&1 || status=1
+    python -c "from gpu_stage.transform.gpu import GpuBackend; GpuBackend()" >> "$out/e2e.log" 2>&1 || status=1
     gpu_run() {  # NAME [OPTIONS...]: a GPU throughput run
         local name=$1
         shift

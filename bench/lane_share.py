@@ -24,12 +24,8 @@ import numpy as np
 from bench import corpus
 from bench.transform import write_result
 from gpu_stage.synth import batch
-from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.device.executor import CpuExecutor
-from gpu_stage.transform.device.lane import LaneTransform
-from gpu_stage.transform.device.merge import LaneFound
-from gpu_stage.transform.device.slots import NOT_TAKEN
-from gpu_stage.transform.native import NativeBackend
+from gpu_stage.transform import NativeBackend, TransformSettings
+from gpu_stage.transform.device import NOT_TAKEN, CpuExecutor, LaneFound, LaneTransform
 from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.lane_share")

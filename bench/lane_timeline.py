@@ -23,7 +23,7 @@ from typing import Any
 from bench import corpus
 from bench.backends import batches
 from bench.transform import add_lane_knobs, corpus_batches, lane_knob_values, lane_knobs, make_backend
-from gpu_stage.transform.packed import PackedBatch
+from gpu_stage.transform import PackedBatch
 
 
 @dataclass

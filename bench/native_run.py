@@ -22,16 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from bench import corpus
 from bench.transform import write_result
 from gpu_stage.synth import batch
-from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.device.executor import CpuExecutor
-from gpu_stage.transform.device.lane import LaneTransform
-from gpu_stage.transform.device.slots import NOT_TAKEN
-from gpu_stage.transform.native import NativeBackend
-from gpu_stage.transform.packed import I64, PackedBatch
+from gpu_stage.transform import NativeBackend, PackedBatch, TransformSettings
+from gpu_stage.transform.device import NOT_TAKEN, CpuExecutor, LaneTransform
 from llmpipe.runtime import configure_logging
 
 log = logging.getLogger("bench.native_run")
@@ -54,7 +51,9 @@ def _timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def measure(native: NativeBackend, packed: PackedBatch, rows: I64, rounds: int, busy_s: float) -> dict[str, Any]:
+def measure(
+    native: NativeBackend, packed: PackedBatch, rows: npt.NDArray[np.int64], rounds: int, busy_s: float
+) -> dict[str, Any]:
     """Medians in ms over ``rounds`` of each way to run ``rows`` of ``packed`` (see the module docstring)."""
     pool = ThreadPoolExecutor(max_workers=1)
     on_python: list[float] = []

@@ -21,7 +21,7 @@ from typing import Any
 
 from bench import flink_peer_raw as peer_raw
 from gpu_stage import synth
-from gpu_stage.transform.native import NativeBackend
+from gpu_stage.transform import NativeBackend
 from jobs.cli import JobSettings
 from jobs.flink_env import FlinkSettings, execute, table_env
 from jobs.typed_table import ReadRange, TopicSource

@@ -25,9 +25,8 @@ from typing import Any
 from bench.transform import write_result
 from gpu_stage.runtime import reset_counters
 from gpu_stage.synth import SynthConfig, batch, bodies
-from gpu_stage.transform import choose as select
-from gpu_stage.transform.api import Backend, TransformSettings
-from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform import Backend, RawBatch, TransformSettings
+from gpu_stage.transform import backends as select
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -84,7 +83,8 @@ def gpu_passes(
 ) -> dict[str, Any]:
     """Plain pass, profiled pass (stage seconds and µs per record), optionally the earlier path's pass."""
     plain = timed_pass(backend, batches, warm_up)
-    plain["screen"] = "device" if backend.device_screen is not None else "host"
+    path = backend.cudf_path
+    plain["screen"] = "none (device lane)" if path is None else "device" if path.device_screen is not None else "host"
     plain["slow_lane_fraction"] = round(backend.stats.slow_fraction, 4)
     plain["whole_batch_fallbacks"] = backend.stats.slow_batches
     plain["unsynced_stage_seconds"] = backend.clock.rounded()
@@ -98,11 +98,11 @@ def gpu_passes(
     plain["profiled_records_per_s"] = profiled["records_per_s"]
     plain["stage_seconds"] = stages
     plain["stage_us_per_record"] = {k: round(1e6 * v / n, 3) for k, v in stages.items()}
-    if host_path:
-        saved = backend.pinned_stage, backend.device_screen
-        backend.pinned_stage = backend.device_screen = None
+    if host_path and path is not None:
+        saved = path.pinned_stage, path.device_screen
+        path.pinned_stage = path.device_screen = None
         host = timed_pass(backend, batches, warm_up)
-        backend.pinned_stage, backend.device_screen = saved
+        path.pinned_stage, path.device_screen = saved
         plain["host_path"] = {k: host[k] for k in ("records_per_s", "batch_ms_median", "output_sha256")}
     return plain
 

@@ -41,11 +41,17 @@ import fastavro
 
 from gpu_stage.runtime import reset_counters, tune_process
 from gpu_stage.synth import SynthConfig, batch, bodies
-from gpu_stage.transform import choose as select
-from gpu_stage.transform.api import Backend, StreamBackend, TransformSettings
-from gpu_stage.transform.batch import ParseResult, RawBatch
-from gpu_stage.transform.contract.reference import ROW_LAYOUT, ReferenceBackend
-from gpu_stage.transform.packed import PackedBatch
+from gpu_stage.transform import (
+    ROW_LAYOUT,
+    Backend,
+    PackedBatch,
+    ParseResult,
+    RawBatch,
+    ReferenceBackend,
+    StreamBackend,
+    TransformSettings,
+)
+from gpu_stage.transform import backends as select
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,11 +76,11 @@ def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, in
     ``lane-cpu`` is the device lane compiled for this CPU, for its host stage times. ``lane`` sets
     the device lane's :data:`LANE_KNOBS` by name; None leaves one as the lane has it.
     """
-    from gpu_stage.transform.cudf.backend import DEFAULT_POOL_BYTES
+    from gpu_stage.transform import DEFAULT_POOL_BYTES
 
     _check_knobs(lane or {})
     if name == "lane-cpu":
-        from gpu_stage.transform.device.lane import CpuLaneBackend
+        from gpu_stage.transform.device import CpuLaneBackend
 
         return CpuLaneBackend(TransformSettings())
 

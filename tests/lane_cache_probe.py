@@ -32,7 +32,7 @@ print(json.dumps({{
 """
 BACKENDS = {
     "cpu": ("from gpu_stage.transform.device.lane import CpuLaneBackend", "CpuLaneBackend"),
-    "cuda": ("from gpu_stage.transform.cudf.backend import GpuBackend", "GpuBackend"),
+    "cuda": ("from gpu_stage.transform.gpu import GpuBackend", "GpuBackend"),
 }
 
 

@@ -42,7 +42,7 @@ class TransformSettings:
     stage: str = STAGE
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     native_threads: int | None = None
-    device_min_rows: int = 0
+    gpu_min_batch: int = 0
     """Batches of fewer records go to the native core whole (GPU backend): a device pass has a fixed
     cost of a few milliseconds, more than the native core takes for a few hundred bodies, and a
     small batch is a latency-bound one. 0 sends every batch to the device."""

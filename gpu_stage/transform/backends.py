@@ -19,7 +19,7 @@ Choice = Literal["auto", "gpu", "gpu-cudf", "cpu", "reference"]
 def gpu_unusable_reason() -> str | None:
     """Why the GPU backend cannot run here, or None when it can (cuDF imports and a device answers)."""
     try:
-        gpu = importlib.import_module("gpu_stage.transform.cudf.backend")
+        gpu = importlib.import_module("gpu_stage.transform.gpu")
     except ImportError as exc:
         return f"cuDF is not importable ({exc})"
     reason: str | None = gpu.unusable_reason()
@@ -52,7 +52,7 @@ def choose(choice: Choice, settings: TransformSettings, pool_bytes: int) -> Back
         return NativeBackend(settings)
     reason = gpu_unusable_reason()
     if reason is None:
-        gpu = importlib.import_module("gpu_stage.transform.cudf.backend")
+        gpu = importlib.import_module("gpu_stage.transform.gpu")
         log.info("backend: %s (%s)", choice, "auto: a usable GPU was found" if choice == "auto" else "asked for")
         lane = "cudf" if choice == "gpu-cudf" else "kernel"
         backend: Backend = gpu.GpuBackend(settings, pool_bytes=pool_bytes, lane=lane)

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpu_stage.transform.backends import gpu_unusable_reason
 from gpu_stage.transform.batch import ParseResult
-from gpu_stage.transform.choose import gpu_unusable_reason
 
 REASON = gpu_unusable_reason()
 CORPUS = Path(os.environ.get("VLLM_REAL_DIR", Path(__file__).resolve().parents[3] / "shared" / "corpus" / "vllm_real"))

@@ -25,16 +25,18 @@ def main() -> int:
     if REASON is not None:
         log.error("no usable GPU: %s", REASON)
         return 2
-    from gpu_stage.transform.cudf.backend import GpuBackend  # only where cuDF is
+    from gpu_stage.transform.gpu import GpuBackend  # only where cuDF is
 
-    cpu, gpu = ReferenceBackend(), GpuBackend(pool_bytes=8 << 30)
+    cpu, gpu = ReferenceBackend(), GpuBackend(pool_bytes=8 << 30, lane="cudf")
+    path = gpu.cudf_path
+    assert path is not None
     raws = {"synth": batch(bodies(2000, SynthConfig())), "vectors": batch_of(load_vectors())}
     failed = 0
-    log.info("pre-screen on the %s", "device" if gpu.device_screen is not None else "host")
+    log.info("pre-screen on the %s", "device" if path.device_screen is not None else "host")
     for pinned in (True, False):
-        saved = gpu.pinned_stage, gpu.device_screen
+        saved = path.pinned_stage, path.device_screen
         if not pinned:  # the earlier path: host pre-screen, cuDF reading host bytes
-            gpu.pinned_stage = gpu.device_screen = None
+            path.pinned_stage = path.device_screen = None
         for name, raw in raws.items():
             gpu.reset_counters()
             start = time.perf_counter()
@@ -45,7 +47,7 @@ def main() -> int:
                 pinned, name, "same" if diff is None else diff, gpu.stats.slow_fraction, gpu.stats.slow_batches, took,
             )  # fmt: skip
             failed += diff is not None
-        gpu.pinned_stage, gpu.device_screen = saved
+        path.pinned_stage, path.device_screen = saved
     return 1 if failed else 0
 
 

@@ -117,7 +117,7 @@ def test_the_worker_parse_thread_gives_the_same_bytes() -> None:
     """The worker parses chunks on a thread of its own: the backend built on this thread must work there."""
     from concurrent import futures
 
-    from gpu_stage.transform.cudf.backend import GpuBackend
+    from gpu_stage.transform.gpu import GpuBackend
 
     backend = GpuBackend(TransformSettings())
     batch = synth.batch(synth.bodies(20_000))
@@ -172,7 +172,7 @@ def test_packed_bodies_in_the_lanes_subset(lane: Any, values: list[bytes], split
 
 
 def test_the_backend_streams_packed_batches_and_counts_them() -> None:
-    from gpu_stage.transform.cudf.backend import GpuBackend
+    from gpu_stage.transform.gpu import GpuBackend
     from gpu_stage.transform.packed import PackedBatch
 
     backend = GpuBackend(TransformSettings())
@@ -196,7 +196,7 @@ def test_a_stream_whose_results_are_let_go_reuses_two_output_buffers() -> None:
 
     Two, not one: batch k+1's pass 2 is queued, into a buffer of its own, before batch k is yielded.
     """
-    from gpu_stage.transform.cudf.backend import GpuBackend
+    from gpu_stage.transform.gpu import GpuBackend
     from gpu_stage.transform.packed import PackedBatch
 
     backend = GpuBackend(TransformSettings())

@@ -22,7 +22,7 @@ import numpy as np
 from numba import cuda
 from rmm.allocators.numba import RMMNumbaManager
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.cudf.backend import GpuBackend
+from gpu_stage.transform.gpu import GpuBackend
 
 backend = GpuBackend(TransformSettings(), pool_bytes=1 << 30)
 out = {"lane": backend.lane is not None,

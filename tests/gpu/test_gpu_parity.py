@@ -35,7 +35,7 @@ def cpu() -> ReferenceBackend:
 
 @pytest.fixture(scope="module", params=["kernel", "cudf"])
 def gpu(request: pytest.FixtureRequest) -> Any:
-    from gpu_stage.transform.cudf.backend import GpuBackend
+    from gpu_stage.transform.gpu import GpuBackend
 
     backend = GpuBackend(TransformSettings(), pool_bytes=8 << 30, lane=request.param)
     assert (backend.lane is not None) == (request.param == "kernel"), "the device lane did not start"

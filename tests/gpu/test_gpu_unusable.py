@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_stage.transform import gpu
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.choose import choose
-from gpu_stage.transform.cudf import backend as gpu
+from gpu_stage.transform.backends import choose
 from gpu_stage.transform.cudf.rows import device_safe
 from llmpipe.errors import ConfigError
 

@@ -7,6 +7,8 @@ first-violation-wins validator) so that a columnar GPU implementation can reprod
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -172,6 +174,11 @@ class ContentValidator:
         self._required = tuple(schema.get("required", ()))
         self._closed = schema.get("additionalProperties") is False
 
+    @classmethod
+    def of(cls, schema: Mapping[str, Any]) -> ContentValidator:
+        """The validator of ``schema``, compiled once per process however many backends ask (it holds no state)."""
+        return _compiled(json.dumps(schema, sort_keys=True))
+
     def validate(self, value: Any) -> tuple[str | None, dict[str, Any] | None]:
         """``(None, typed row)`` when ``value`` satisfies the schema, else ``(error code, None)``."""
         if not isinstance(value, dict):
@@ -236,3 +243,8 @@ def _compact(value: Any) -> str | None:
         return orjson.dumps(value).decode()
     except TypeError:
         return None
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(schema_text: str) -> ContentValidator:
+    return ContentValidator(json.loads(schema_text))

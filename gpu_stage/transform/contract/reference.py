@@ -50,7 +50,7 @@ class ReferenceBackend:
     def __init__(self, settings: TransformSettings | None = None) -> None:
         """Compile the content validator and the Avro encoder once per backend."""
         self.settings = settings or TransformSettings()
-        self._validator = ContentValidator(self.settings.record.content_schema)
+        self._validator = ContentValidator.of(self.settings.record.content_schema)
         self._encoder = BulkEncoder(self.settings.record.avro)
         log.debug("cpu backend ready (schema %s)", self.settings.record.fingerprint)
 

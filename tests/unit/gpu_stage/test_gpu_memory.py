@@ -15,7 +15,7 @@ def test_without_rmm_numba_is_not_pointed_at_it() -> None:
     pytest.importorskip("numba")
     if importlib.util.find_spec("rmm") is not None:
         pytest.skip("RMM is installed here: tests/gpu/test_gpu_memory_cap.py covers the pool")
-    from gpu_stage.transform.cudf.backend import numba_from_pool, unusable_reason
+    from gpu_stage.transform.cudf.device import numba_from_pool, unusable_reason
 
     assert numba_from_pool() is False
     assert unusable_reason() is not None

@@ -14,7 +14,7 @@ from gpu_stage.synth import SynthConfig, bodies
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.contract.content import ContentValidator
 from gpu_stage.transform.contract.extract import BODY_FIELDS, extract
-from gpu_stage.transform.cudf.backend import GpuBackend
+from gpu_stage.transform.cudf.path import CudfPath
 from gpu_stage.transform.cudf.rows import device_safe, has_duplicate_keys, key_tokens
 from gpu_stage.transform.cudf.screen import MAX_DEPTH, screen_host
 from gpu_stage.transform.stages import StageClock
@@ -156,9 +156,9 @@ def test_duplicate_check_never_misses_a_repeat(text: str) -> None:
 
 def test_assemble_builds_the_reference_rows() -> None:
     """Column-wise assembly of fast-lane values gives the CPU extraction's row tuples."""
-    backend = object.__new__(GpuBackend)
+    path = object.__new__(CudfPath)
     validator = ContentValidator(TransformSettings().record.content_schema)
-    backend._validator = validator  # no device here: only the host half is built
+    path._validator = validator  # no device here: only the host half is built
     expected = []
     for value in bodies(400, SynthConfig()):
         try:
@@ -171,7 +171,7 @@ def test_assemble_builds_the_reference_rows() -> None:
     cols = {name: [r[k] for r in expected] for k, name in enumerate(BODY_FIELDS)}
     # the device gives the first choice's index; tool arguments re-parse to themselves
     cols["index"] = [c[0]["index"] if c else None for c in cols["choices"]]
-    assert backend._assemble(cols) == expected
+    assert path._assemble(cols) == expected
 
 
 def test_stage_clock_accumulates_and_resets() -> None:

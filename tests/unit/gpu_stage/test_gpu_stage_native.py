@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.backends import by_name, choose
 from gpu_stage.transform.batch import ParseResult, RawBatch
-from gpu_stage.transform.choose import by_name, choose
 from gpu_stage.transform.contract.reference import ReferenceBackend
 from gpu_stage.transform.native import NativeBackend
 from llmpipe.errors import ConfigError
