@@ -163,7 +163,8 @@ def build_job(t_env: Any, settings: cli.JobSettings, raw_topic: str = DEFAULT_RA
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m bench.flink_peer_raw``: ``--typed-topic`` is the output here."""
     p = cli.parser("bench.flink_peer_raw", __doc__, with_sink=False)
-    env_option(p, "--raw-topic", "RAW_TOPIC", default=DEFAULT_RAW_TOPIC, type=topic_name, help="raw bodies topic")
+    env_option(p, "--raw-topic", "JOBS_RAW_TOPIC", default=DEFAULT_RAW_TOPIC, type=topic_name, old_envs=["RAW_TOPIC"],
+               help="raw bodies topic")
     return cli.run_with_args(lambda t_env, s, args: build_job(t_env, s, args.raw_topic), p, argv)
 
 

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from gpu_stage.transform.api import default_kernel_cache
 from llmpipe.content_schema import load_content_schema
@@ -97,6 +97,11 @@ class WorkerSettings:
         return min(self.batch_records, chunk) if chunk else self.batch_records
 
 
+def _default(name: str) -> Any:
+    """The default of a :class:`WorkerSettings` field: each default is written once, there."""
+    return WorkerSettings.__dataclass_fields__[name].default
+
+
 def parser() -> argparse.ArgumentParser:
     """Options of ``python -m gpu_stage``; each falls back to a ``GPU_STAGE_*`` env var."""
     p = argparse.ArgumentParser(
@@ -106,22 +111,29 @@ def parser() -> argparse.ArgumentParser:
     )
     KafkaSettings.add_options(p, "GPU_STAGE")
     t = p.add_argument_group("topics")
-    env_option(t, "--raw-topic", "GPU_STAGE_RAW_TOPIC", default="llm.raw", type=topic_name, help="input topic")
+    env_option(
+        t, "--raw-topic", "GPU_STAGE_RAW_TOPIC", default=_default("raw_topic"), type=topic_name, help="input topic"
+    )
     env_option(
         t,
         "--typed-topic",
         "GPU_STAGE_TYPED_TOPIC",
-        default="llm.typed",
+        default=_default("typed_base"),
         type=topic_name,
         help="typed topic base name; the schema fingerprint is appended (.<8 hex>)",
     )
-    env_option(t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default="llm.dlq", type=topic_name, help="dead-letter topic")
-    env_option(t, "--group-id", "GPU_STAGE_GROUP_ID", default="gpu-stage", type=non_empty, help="consumer group")
+    env_option(
+        t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default=_default("dlq_topic"), type=topic_name,
+        help="dead-letter topic",
+    )
+    env_option(
+        t, "--group-id", "GPU_STAGE_GROUP_ID", default=_default("group_id"), type=non_empty, help="consumer group"
+    )
     env_option(
         t,
         "--transactional-id",
         "GPU_STAGE_TRANSACTIONAL_ID",
-        default="gpu-stage-0",
+        default=_default("transactional_id"),
         type=non_empty,
         help="stable per worker instance (fences a restarted instance's zombie)",
     )
@@ -130,21 +142,21 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--backend",
         "GPU_STAGE_BACKEND",
-        default="auto",
+        default=_default("backend"),
         choices=["auto", "gpu", "cpu", "reference"],
         help="gpu fails without a usable GPU; auto picks gpu when present, else cpu (native core), and says so; "
         "reference is the pure-Python implementation of the semantics",
     )
     env_option(w, "--content-schema", "GPU_STAGE_CONTENT_SCHEMA", help="content JSON Schema file (default: bundled)")
-    env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=20_000, type=positive_int,
+    env_option(w, "--batch-records", "GPU_STAGE_BATCH_RECORDS", default=_default("batch_records"), type=positive_int,
                help="max records/batch (>= 1)")
-    env_option(w, "--batch-bytes", "GPU_STAGE_BATCH_BYTES", default=32 << 20, type=positive_int,
+    env_option(w, "--batch-bytes", "GPU_STAGE_BATCH_BYTES", default=_default("batch_bytes"), type=positive_int,
                help="max bytes/batch (>= 1)")
     env_option(
         w,
         "--batch-wait-ms",
         "GPU_STAGE_BATCH_WAIT_MS",
-        default=200,
+        default=_default("batch_wait_ms"),
         type=positive_int,
         help="close a batch after this long even if small (>= 1: 0 would close every batch empty, at once)",
     )
@@ -152,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--parse-chunk-records",
         "GPU_STAGE_PARSE_CHUNK_RECORDS",
-        default=10_000,
+        default=_default("parse_chunk_records"),
         type=non_negative_int,
         help="parse a batch in chunks of this many records, each while the previous one's rows are "
         "enqueued (0: the whole batch at once on the main thread, no overlap)",
@@ -161,7 +173,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--warm-up-records",
         "GPU_STAGE_WARM_UP_RECORDS",
-        default=None,
+        default=_default("warm_up_records"),
         type=non_negative_int,
         help="before joining the group, parse a generated batch of this many records twice, so the first "
         "real batches find the backend's kernels loaded and its buffers allocated (unset: the size of "
@@ -171,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--commit-overlap",
         "GPU_STAGE_COMMIT_OVERLAP",
-        default="on",
+        default="on" if _default("commit_overlap") else "off",
         choices=["on", "off"],
         help="collect the next batch while the previous transaction commits (off: one batch at a time)",
     )
@@ -179,7 +191,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--max-record-bytes",
         "GPU_STAGE_MAX_RECORD_BYTES",
-        default=1 << 20,
+        default=_default("max_record_bytes"),
         type=positive_int,
         help="larger bodies go to the DLQ as too_large",
     )
@@ -187,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--on-bad",
         "GPU_STAGE_ON_BAD",
-        default="dlq",
+        default=_default("on_bad"),
         choices=["dlq", "fail"],
         help="bad records: dead-letter them, or stop the stage",
     )
@@ -195,7 +207,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--max-bad-ratio",
         "GPU_STAGE_MAX_BAD_RATIO",
-        default=0.95,
+        default=_default("max_bad_ratio"),
         type=bad_ratio,
         help="stop loudly when a batch is mostly bad (misconfiguration, not bad data); in (0, 1]",
     )
@@ -203,7 +215,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--gpu-pool-bytes",
         "GPU_STAGE_GPU_POOL_BYTES",
-        default=2 << 30,
+        default=_default("gpu_pool_bytes"),
         type=positive_int,
         help="cap of the GPU memory pool (vLLM shares the card)",
     )
@@ -219,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
         w,
         "--gpu-min-batch",
         "GPU_STAGE_GPU_MIN_BATCH",
-        default=2_000,
+        default=_default("gpu_min_batch"),
         type=non_negative_int,
         help="gpu backend: parse batches (or parse chunks) of fewer records on the native core instead, "
         "whose cost for a few hundred bodies is below a device pass's fixed cost (latency-bound, "
@@ -236,7 +248,7 @@ def parser() -> argparse.ArgumentParser:
     env_option(o, "--metrics-port", "GPU_STAGE_METRICS_PORT", type=port,
                help="serve Prometheus metrics here (1-65535; unset: none)")
     env_option(
-        o, "--metrics-host", "GPU_STAGE_METRICS_HOST", default="127.0.0.1", type=non_empty,
+        o, "--metrics-host", "GPU_STAGE_METRICS_HOST", default=_default("metrics_host"), type=non_empty,
         help="address the metrics server binds (0.0.0.0 in containers)",
     )
     env_option(
@@ -250,7 +262,7 @@ def parser() -> argparse.ArgumentParser:
         o,
         "--txn-deadline",
         "GPU_STAGE_TXN_DEADLINE_S",
-        default=120.0,
+        default=_default("txn_deadline_s"),
         type=positive_float,
         help="exit 75 (for a supervised restart, which fences the stuck transaction) when no transaction has "
         "completed for this many seconds (> 0) while Kafka answered; time while Kafka does not answer does not "
@@ -260,7 +272,7 @@ def parser() -> argparse.ArgumentParser:
         o,
         "--txn-retry-backoff-ms",
         "GPU_STAGE_TXN_RETRY_BACKOFF_MS",
-        default=TXN_RETRY_BACKOFF_MS,
+        default=_default("txn_retry_backoff_ms"),
         type=Bounded(int, 1, MAX_RETRY_BACKOFF_MS),
         help="the producer's retry backoff; a transaction begun right after a commit waits for it "
         "(librdkafka's default is 100)",
@@ -269,7 +281,7 @@ def parser() -> argparse.ArgumentParser:
         o,
         "--fetch-backoff-ms",
         "GPU_STAGE_FETCH_BACKOFF_MS",
-        default=FETCH_QUEUE_BACKOFF_MS,
+        default=_default("fetch_backoff_ms"),
         type=Bounded(int, 0, MAX_FETCH_BACKOFF_MS),
         help="how long the consumer stops fetching once its prefetch queue is full (fetch.queue.backoff.ms; "
         "librdkafka's default of 1000 left a worker reading a backlog waiting in most of each second)",
@@ -278,7 +290,7 @@ def parser() -> argparse.ArgumentParser:
         o,
         "--partition-by",
         "GPU_STAGE_PARTITION_BY",
-        default="source",
+        default=_default("partition_by"),
         choices=["source", "key"],
         help="source: a typed or dead-letter record goes to its raw record's partition number wherever that "
         "topic has as many partitions as the raw topic (each transaction then touches only this worker's "
