@@ -13,7 +13,7 @@ from gpu_stage import metrics
 from gpu_stage.runtime import tune_process, warm_up
 from gpu_stage.settings import parse
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.choose import choose
+from gpu_stage.transform.backends import choose
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from llmpipe.errors import ConfigError, FencedError, PipelineError
 from llmpipe.kafka_io import ClusterWatch, await_cluster, create_topics, require_topic
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_record_bytes=settings.max_record_bytes,
             kernel_cache=settings.kernel_cache,
             native_threads=settings.native_threads,
-            device_min_rows=settings.gpu_min_batch,
+            gpu_min_batch=settings.gpu_min_batch,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         if backend.name == "gpu" and settings.gpu_min_batch:

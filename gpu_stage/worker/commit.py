@@ -1,0 +1,113 @@
+"""The transaction step: one Kafka transaction per batch, carrying its typed rows, dead letters and offsets.
+
+The consumed offsets are added to the transaction (``send_offsets_to_transaction``), so after a crash
+at any point the committed view holds each raw record exactly once in typed + DLQ. The commit itself
+(``commit_transaction``: waiting for the records' delivery and the broker's end of the transaction)
+runs on the committer thread while the loop collects the next batch; the next transaction begins
+only once it is done. Its offsets were added before, so the commit only completes what is already
+decided. When it fails, the batch collected meanwhile is dropped and the consumer rewinds to the
+committed offsets: both batches are read again.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gpu_stage import metrics
+from gpu_stage.transform.batch import RawBatch
+from gpu_stage.worker.batches import to_batch
+from gpu_stage.worker.chunks import ChunkedParse
+from gpu_stage.worker.policy import check_bad
+from gpu_stage.worker.recovery import Recovery
+from gpu_stage.worker.report import Reporting
+from gpu_stage.worker.state import InFlight, Outcome
+from gpu_stage.worker.totals import STAGES
+from llmpipe.errors import ParseError
+from llmpipe.kafka_io import ANY_PARTITION, Records, TopicPartitions, TransactionalProducer, offsets
+
+
+class Committing(Recovery, ChunkedParse, Reporting):
+    """Runs a batch's transaction up to its commit, and settles the commit in flight."""
+
+    def _process(self, records: Records) -> None:
+        """Run the batch's transaction up to its commit, which goes on on the committer thread."""
+        started = time.time()
+        self._steps = dict.fromkeys(STAGES, 0.0)
+        self._steps["collect"] = self._collect_s
+        self._steps["starved"] = self._starved_s
+        self._watchdog.arm()
+        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started))
+        if self._in_flight is not None and not self.settings.commit_overlap:
+            self._settle()
+
+    def _settle(self) -> bool:
+        """Wait for the commit in flight, if any; account for it, or recover when it failed.
+
+        Returns False when it failed: the consumer is rewound to the committed offsets, so whatever
+        was collected since must be dropped (it is read again).
+        """
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return True
+        waited = time.perf_counter()
+        ended = self._or_recover(lambda: self._wait_for(in_flight.committed, "commit_transaction", in_flight.handed_at))
+        if ended is None:
+            return False
+        in_flight.steps["wait"] = time.perf_counter() - waited
+        self._account(in_flight, *ended)
+        self._outage.recovered()
+        self._watchdog.disarm()
+        return True
+
+    def _transact(self, records: Records, batch: RawBatch, started: float) -> InFlight:
+        """Parse and produce one batch, add its offsets and hand its commit to the committer thread."""
+        self._refresh_stale_producer()
+        outcome = self._transact_unguarded(records, batch)
+        steps, producer = self._steps, self.producer
+        committed = self._calls.submit(lambda: self._commit(producer, steps))
+        return InFlight(records, outcome, started, steps, committed)
+
+    @staticmethod
+    def _commit(producer: TransactionalProducer, steps: dict[str, float]) -> tuple[float, float]:
+        """The committer thread's part: commit the transaction."""
+        started = time.perf_counter()
+        producer.commit()
+        steps["commit"] += time.perf_counter() - started
+        metrics.COMMIT_SECONDS.observe(steps["commit"])
+        return time.time(), time.process_time()
+
+    def _transact_unguarded(self, records: Records, batch: RawBatch) -> Outcome:
+        """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
+        producer = self.producer
+        producer.begin()
+        try:
+            outcome = self._parse_and_produce(batch)
+            check_bad(outcome.bad, len(batch), self.settings)
+        except ParseError:
+            producer.abort()  # rows of earlier chunks are in the transaction: they never become visible
+            raise
+        produce_started = time.perf_counter()
+        dlq = self.settings.dlq_topic
+        by_source = dlq in self._co_partitioned
+        for bad in outcome.bad:
+            partition = bad.partition if by_source and bad.partition is not None else ANY_PARTITION
+            producer.produce(dlq, bad.raw, bad.key, bad.headers(), partition)
+        commit_started = time.perf_counter()
+        self._steps["produce"] += commit_started - produce_started
+        commit_offsets, group = self._commit_offsets(records), self.consumer.group_metadata()
+        self._call(lambda: producer.send_offsets(commit_offsets, group), "send_offsets")
+        self._steps["commit"] = time.perf_counter() - commit_started
+        return outcome
+
+    def _commit_offsets(self, records: Records) -> TopicPartitions:
+        """Offsets after the batch; the consumer's position where it is further on.
+
+        The position has also stepped over transaction markers that follow the last record (the raw
+        topic is written in transactions), so the committed offset reaches the end of the partition.
+        Everything below the position was consumed into this batch: the buffer is empty by now.
+        """
+        ahead = {(tp.topic, tp.partition): tp.offset for tp in self.consumer.positions() if tp.offset >= 0}
+        return offsets(
+            (topic, part, max(after, ahead.get((topic, part), -1)))
+            for (topic, part), after in records.next_offsets().items()
+        )
