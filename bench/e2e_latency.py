@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench import gc_log
+from bench.e2e_summary import cpu_figures, summaries
 from bench.e2e_worker import (
     BACKOFF_PAIR,
     HEADERS,
@@ -34,14 +35,12 @@ from bench.e2e_worker import (
     add_run_options,
     check_keys,
     common_result,
-    cpu_figures,
     finish_workers,
     fresh_topics,
     paired_overlap_runs,
     paired_runs,
     start_workers,
     stop_workers,
-    summaries,
     wait_group,
 )
 from bench.machine import CpuWindow

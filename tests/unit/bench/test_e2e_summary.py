@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.e2e_worker import STEPS, SUMMARY, by_thread, summaries
+from bench.e2e_summary import STEPS, SUMMARY, by_thread, summaries
 from gpu_stage.worker import Totals, Worker
 
 
@@ -110,7 +110,7 @@ def test_the_run_options_reach_the_workers(tmp_path: Path, argv: list[str], expe
 
 
 def test_the_summary_gives_each_workers_cpu_and_the_run_weighs_them_by_records(tmp_path: Path) -> None:
-    from bench.e2e_worker import cpu_figures
+    from bench.e2e_summary import cpu_figures
     from bench.machine import CpuWindow
 
     lines = [
@@ -166,7 +166,7 @@ def test_a_fetch_backoff_pair_names_the_setting_it_changed(capsys: pytest.Captur
 
 
 def test_the_step_means_skip_workers_without_a_step() -> None:
-    from bench.e2e_worker import mean_steps
+    from bench.e2e_summary import mean_steps
 
     per_worker = [{"collect_ms": 100.0, "starved_ms": 10.0, "in": 5.0}, {"collect_ms": 130.0}]
     assert mean_steps(per_worker) == {"collect": 115.0, "starved": 10.0}
