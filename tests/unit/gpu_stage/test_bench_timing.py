@@ -1,4 +1,4 @@
-"""``bench_transform.time_stream``: the timed stream lets each result go, the checksum comes from a second one."""
+"""``bench.transform.time_stream``: the timed stream lets each result go, the checksum comes from a second one."""
 
 from __future__ import annotations
 
