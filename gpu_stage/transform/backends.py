@@ -8,6 +8,7 @@ from typing import Literal
 
 from gpu_stage.transform.api import Backend, TransformSettings
 from gpu_stage.transform.contract.reference import ReferenceBackend
+from gpu_stage.transform.cudf import device as cudf_device
 from gpu_stage.transform.native import NativeBackend, native_unusable_reason
 from llmpipe.errors import ConfigError
 
@@ -17,13 +18,11 @@ Choice = Literal["auto", "gpu", "gpu-cudf", "cpu", "reference"]
 
 
 def gpu_unusable_reason() -> str | None:
-    """Why the GPU backend cannot run here, or None when it can (cuDF imports and a device answers)."""
-    try:
-        gpu = importlib.import_module("gpu_stage.transform.gpu")
-    except ImportError as exc:
-        return f"cuDF is not importable ({exc})"
-    reason: str | None = gpu.unusable_reason()
-    return reason
+    """Why the GPU backend cannot run here, or None when it can (cuDF imports and a device answers).
+
+    Asked of :mod:`gpu_stage.transform.cudf.device` alone, so a CPU host does not load the GPU backend.
+    """
+    return cudf_device.unusable_reason()
 
 
 CHOICES: tuple[Choice, ...] = ("auto", "gpu", "gpu-cudf", "cpu", "reference")

@@ -30,10 +30,6 @@ from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-unusable_reason = device.unusable_reason
-"""Why this backend cannot run here (no cuDF, no device answering), or None when it can."""
-
-
 @dataclass
 class LaneStats:
     """Running counts of rows per lane, for logs and for the parity result file."""

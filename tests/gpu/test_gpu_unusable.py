@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_stage.transform import gpu
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.backends import choose
+from gpu_stage.transform.cudf import device
 from gpu_stage.transform.cudf.rows import device_safe
 from llmpipe.errors import ConfigError
 
@@ -15,7 +15,7 @@ LIMIT = 1 << 20
 
 def test_hidden_devices_give_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
-    reason = gpu.unusable_reason()
+    reason = device.unusable_reason()
     assert reason is not None
     assert "CUDA_VISIBLE_DEVICES" in reason
 
