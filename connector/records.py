@@ -107,9 +107,18 @@ def _dead_letter(
     return build(value[:cut], f"[value: the first {cut} of {len(value)} bytes of the original] {error}")
 
 
+def request_facts(request: Request) -> Headers:
+    """The request's model and attributes, as on its ``llm.raw`` record.
+
+    A dead letter's value is the request itself, but consumers of the DLQ group dead letters by
+    these headers (the A/B job reads the arm from ``attributes``) without parsing each value.
+    """
+    return [(h.MODEL, request.model.encode()), (h.ATTRIBUTES, request.attributes)]
+
+
 def failed_record(topic: str, origin: Origin, request: Request, failure: Failure, limit: int) -> Out:
     """A call that produced no reply: the original request bytes plus the reason and HTTP facts."""
-    extra: Headers = [(h.ATTEMPTS, str(failure.attempts).encode())]
+    extra: Headers = [*request_facts(request), (h.ATTEMPTS, str(failure.attempts).encode())]
     if failure.status is not None:
         extra.append((h.HTTP_STATUS, str(failure.status).encode()))
     return _dead_letter(topic, origin, failure.reason, failure.error, request.request_id, limit, extra)

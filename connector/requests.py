@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
-from llmpipe.dlq import Reason
+from llmpipe.dlq import STAGE_CONNECTOR, Reason
 
-STAGE = "connector"
+STAGE = STAGE_CONNECTOR
 
 
 @dataclass(frozen=True, slots=True)

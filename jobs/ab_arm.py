@@ -6,9 +6,11 @@ requests; null in a window with errors only); error rate = errors / (requests + 
 
 Joining the DLQ. A dead letter has no ``created`` (its body may not even be JSON), so its event time
 is the DLQ record's Kafka timestamp, and its arm is read from the ``attributes`` header (the request
-attributes JSON the connector puts on the raw record). This relies on the producing stage copying the
-raw record's headers onto the dead letter, as Kafka Connect's dead-letter queue does; a dead letter
-without that header has no arm and is not counted. The two inputs are unioned and windowed together,
+attributes JSON the connector puts on the raw record and on its own dead letters; gpu_stage copies the
+raw record's headers onto its dead letters, as Kafka Connect's dead-letter queue does). A connector
+dead letter without the header (written by an older connector) holds the request itself, so its arm
+is read from the value's ``attributes``; any other dead letter without the header has no arm and is
+not counted. The two inputs are unioned and windowed together,
 so an arm with errors but no typed record in a minute still gets a row. The union's watermark is the
 smaller of the two; keep ``--idle-timeout`` above the inputs' start-up skew, or a source that is merely
 slow to start is declared idle and the other one's watermark makes its records late.
@@ -28,6 +30,7 @@ from jobs.flink_env import insert_pipeline, register_table, register_view
 from jobs.sinks import Output, sink_ddl
 from jobs.typed_table import dlq_table_ddl, typed_table_ddl
 from llmpipe import headers
+from llmpipe.dlq import HEADER_STAGE, STAGE_CONNECTOR
 from llmpipe.errors import ConfigError
 from llmpipe.settings import env_option, topic_name
 
@@ -58,7 +61,11 @@ FROM `{SOURCE}` WHERE attributes['arm'] IS NOT NULL
 UNION ALL
 SELECT arm, event_time, 0 AS ok, 1 AS err,
        CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS BOOLEAN)
-FROM (SELECT JSON_VALUE(CAST(`headers`['{headers.ATTRIBUTES}'] AS STRING), '$.arm') AS arm, event_time
+FROM (SELECT COALESCE(
+               JSON_VALUE(CAST(`headers`['{headers.ATTRIBUTES}'] AS STRING), '$.arm'),
+               CASE WHEN CAST(`headers`['{HEADER_STAGE}'] AS STRING) = '{STAGE_CONNECTOR}'
+                    THEN JSON_VALUE(CAST(`value` AS STRING), '$.attributes.arm') END) AS arm,
+             event_time
       FROM `{DLQ}`)
 WHERE arm IS NOT NULL
 """

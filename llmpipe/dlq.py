@@ -26,6 +26,8 @@ class Reason(StrEnum):
 
 
 HEADER_STAGE = "__dlq.stage"
+STAGE_CONNECTOR = "connector"
+"""``__dlq.stage`` of the connector's dead letters, whose value is the request itself."""
 HEADER_REASON = "__dlq.reason"
 HEADER_ERROR = "__connect.errors.exception.message"
 HEADER_CLASS = "__connect.errors.exception.class.name"

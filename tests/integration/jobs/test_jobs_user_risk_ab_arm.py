@@ -7,11 +7,19 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
+from connector import records
+from connector.http import Failure
+from connector.records import Origin, Out
+from connector.requests import Request
+from gpu_stage.transform import RawBatch
+from gpu_stage.transform.api import dead_letter
 from jobs import ab_arm, user_risk
 from jobs.flink_env import table_env
 from llmpipe import headers
+from llmpipe.dlq import HEADER_STAGE, STAGE_CONNECTOR, Reason
 from llmpipe.kafka_io import KafkaSettings, Producer
 from tests.integration.jobs.jobs_testlib import (
     FLINK,
@@ -123,6 +131,27 @@ DEAD: list[tuple[int, bytes | None]] = [
     (at(1, 40), b'{"arm":"C"}'),  # an arm with errors only
     (at(2, 5), b"not json"),  # unreadable attributes: not counted
 ]
+# Dead letters made by the stages' own code: (Kafka timestamp, arm the job must find, record).
+REQUEST = Request("r-9", "m", b'{"model":"m"}', b'{"arm":"B","user_id":"u9"}')
+ORIGIN = Origin("llm.requests", 0, 3, b'{"request_id":"r-9","attributes":{"arm":"B"}}')
+RAW_BATCH = RawBatch(values=[b"{broken"], keys=[b"r-8"], partitions=np.array([0]), offsets=np.array([11]),
+                     timestamps_ms=np.array([0]),
+                     topic="llm.raw", headers=[[(headers.ATTRIBUTES, b'{"arm":"A"}')]])
+
+
+def stage_dead() -> list[tuple[int, str | None, Out]]:
+    http = records.failed_record("dlq", ORIGIN, REQUEST, Failure(Reason.HTTP_STATUS, "HTTP 400", 1, 400), 10**6)
+    retries = records.failed_record("dlq", ORIGIN, REQUEST, Failure(Reason.RETRIES_EXHAUSTED, "timeout", 4), 10**6)
+    parsed = dead_letter(RAW_BATCH, 0, "gpu_stage", Reason.INVALID_JSON, "bad")
+    # A connector dead letter written before it carried the attributes header: the value has them.
+    legacy = Out("dlq", b"r-7", b'{"request_id":"r-7","attributes":{"arm":"C"}}',
+                 [(HEADER_STAGE, STAGE_CONNECTOR.encode())], "http_status")
+    return [
+        (at(0, 25), "B", http),
+        (at(1, 5), "B", retries),
+        (at(1, 30), "A", Out("dlq", parsed.key, parsed.raw, parsed.headers(), "invalid_json")),
+        (at(2, 10), "C", legacy),
+    ]
 
 
 def produce_dead(kafka: KafkaSettings, topic: str) -> None:
@@ -130,6 +159,8 @@ def produce_dead(kafka: KafkaSettings, topic: str) -> None:
     for i, (ts, attrs) in enumerate(DEAD):
         hdrs = [("__dlq.reason", b"invalid_json")] + ([(headers.ATTRIBUTES, attrs)] if attrs else [])
         producer.client.produce(topic, b"{broken", f"d{i}".encode(), headers=hdrs, timestamp=ts)
+    for ts, _arm, out in stage_dead():
+        producer.client.produce(topic, out.value, out.key, headers=out.headers, timestamp=ts)
     producer.flush()
 
 
@@ -141,6 +172,7 @@ def ab_expected() -> dict[tuple[int, str], dict[str, Any]]:
         except (ValueError, TypeError):
             continue
         events.append((ts, ("err", arm, None, None, None)))
+    events += [(ts, ("err", arm, None, None, None)) for ts, arm, _out in stage_dead()]
     groups: dict[tuple[int, str], list[tuple[Any, ...]]] = defaultdict(list)
     for (start, _end), event in counted(sorted(events, key=lambda e: e[0]), tumbling):
         groups[(start, event[1])].append(event)

@@ -62,3 +62,13 @@ def test_too_large_input_keeps_its_first_bytes() -> None:
     out = records.rejected_record("llm.dlq", _origin(original), rejected, records.MAX_RECORD_BYTES)
     assert out.value == original[: records.TOO_LARGE_KEEP]
     assert dict(out.headers)[HEADER_ERROR].decode().endswith("too big")
+
+
+def test_call_dead_letters_carry_the_requests_model_and_attributes() -> None:
+    """The A/B job reads the arm of a failed call from the attributes header, as on llm.raw records."""
+    for failure in (Failure(Reason.HTTP_STATUS, "HTTP 400: bad", 1, 400), Failure(Reason.RETRIES_EXHAUSTED, "x", 4)):
+        facts = dict(records.failed_record("llm.dlq", _origin(b"line"), REQUEST, failure, LIMIT).headers)
+        assert facts["attributes"] == b'{"user":"u"}' and facts["model"] == b"m", failure
+    raw = _raw(b"y" * LIMIT)
+    facts = dict(records.too_large_record("llm.dlq", _origin(b"{}"), REQUEST, raw, LIMIT).headers)
+    assert facts["attributes"] == b'{"user":"u"}' and facts["model"] == b"m"
