@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "jars":
-        for name in ("kafka", "flink"):
+        for name in ("kafka", "flink", "sql-client"):
             print(f"{name}: {jars.jar_dir(name)} ({jars.size_mib(name):.1f} MiB)")
         return 0
     if args.command == "up":
