@@ -56,8 +56,11 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
     && ln -s /opt/venv/bin/python /usr/local/bin/python
 ENV PATH=/opt/venv/bin:$PATH
 COPY --from=jars /jars/ /opt/flink/lib/
-RUN mkdir -p /opt/flink/plugins/metrics-prometheus \
-    && cp /opt/flink/opt/flink-metrics-prometheus-*.jar /opt/flink/plugins/metrics-prometheus/
+# The Prometheus reporter (metrics.reporter.prom.*) needs nothing here: Flink 2.x ships it as a plugin,
+# plugins/metrics-prometheus/flink-metrics-prometheus-<version>.jar, and opt/ no longer has it.
+# /flink-data: checkpoints, savepoints and HA metadata (docker-compose.yml mounts a volume there); owned by
+# the flink user so a new volume, which takes the folder's owner, is writable.
+RUN install -d -o flink -g flink /flink-data
 WORKDIR /opt/llmpipe
 COPY pyproject.toml README.md ./
 COPY llmpipe llmpipe

@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: env jars lint test test-native test-unit demo stack-up stack-down clean
+.PHONY: env jars deploy-tools lint test test-native test-unit demo stack-up stack-down clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,19 +21,24 @@ env: $(VENV)/.installed $(VENV)/.native
 jars: env
 	$(PY) -m stack jars
 
+# kustomize, kubeconform and the schemas the deployment files are validated against (pinned in
+# k8s/versions.yaml; fetched once from the Go module proxy and Maven Central, then reused).
+deploy-tools: env
+	$(PY) -m scripts.deploy_tools.fetch
+
 lint: env
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo replay
 
 # Unit tests, then integration tests against a real broker and a PyFlink mini-cluster.
-test: env jars lint test-native
+test: env jars deploy-tools lint test-native
 	$(PY) scripts/run_pytest.py tests
 
 # The native core's own unit tests (JSON reader, number spelling, created, content rules).
 test-native:
 	cargo test -q --release --manifest-path native/Cargo.toml
 
-test-unit: env
+test-unit: env deploy-tools
 	$(PY) scripts/run_pytest.py tests -m "not integration"
 
 # The product end to end on this machine: broker, simulator (or DEMO_VLLM_URL), connector, gpu_stage,

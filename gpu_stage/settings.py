@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,7 +136,8 @@ def parser() -> argparse.ArgumentParser:
         "GPU_STAGE_TRANSACTIONAL_ID",
         default=_default("transactional_id"),
         type=non_empty,
-        help="stable per worker instance (fences a restarted instance's zombie)",
+        help="stable per worker instance (fences a restarted instance's zombie); {hostname} is replaced by the "
+        "host name, so replicas sharing one setting (compose replicas, StatefulSet pods) get one id each",
     )
     w = p.add_argument_group("parsing")
     env_option(
@@ -317,6 +319,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+HOSTNAME_PLACEHOLDER = "{hostname}"
+
+
+def expand_transactional_id(template: str, hostname: str | None = None) -> str:
+    """``template`` with ``{hostname}`` replaced by ``hostname`` (default: this host's name).
+
+    Each replica started from one configuration then has its own id, and a restarted replica (same host
+    name: a restarted container, a StatefulSet pod) gets its old id back, so it fences its own zombie.
+    """
+    if HOSTNAME_PLACEHOLDER not in template:
+        return template
+    return template.replace(HOSTNAME_PLACEHOLDER, hostname if hostname is not None else socket.gethostname())
+
+
 def from_args(args: argparse.Namespace) -> WorkerSettings:
     """Build and check the settings (each value's range was checked as it was parsed).
 
@@ -331,7 +347,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         typed_base=args.typed_topic,
         dlq_topic=args.dlq_topic,
         group_id=args.group_id,
-        transactional_id=args.transactional_id,
+        transactional_id=expand_transactional_id(args.transactional_id),
         backend=args.backend,
         content_schema=args.content_schema,
         batch_records=args.batch_records,
