@@ -11,10 +11,11 @@ from types import FrameType
 
 from gpu_stage import metrics
 from gpu_stage.runtime import tune_process, warm_up
-from gpu_stage.settings import parse
+from gpu_stage.settings import WorkerSettings, parse
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.backends import choose
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
+from jobs.typed_table import ReadRange, TopicSource, typed_table_ddl, without_secrets
 from llmpipe.errors import ConfigError, FencedError, PipelineError
 from llmpipe.kafka_io import ClusterWatch, await_cluster, create_topics, require_topic
 from llmpipe.listen import serve_metrics
@@ -24,11 +25,18 @@ from llmpipe.runtime import configure_logging
 log = logging.getLogger("gpu_stage")
 
 
-def print_schema(record: TypedRecord, typed_topic: str) -> None:
-    """Print the typed topic, the Avro schema and the Flink DDL columns (one source of truth)."""
+def print_schema(record: TypedRecord, typed_topic: str, settings: WorkerSettings) -> None:
+    """Print the typed topic, the Avro schema and the Flink table over it (one source of truth).
+
+    The table is the one the feature jobs create (``jobs.typed_table``): the columns, the watermark on
+    ``created`` and the ``WITH`` clause for this worker's cluster and format, passwords replaced by
+    placeholders. ``python -m jobs.sql_init`` writes it with the DLQ and features tables as an init file.
+    """
+    source = TopicSource(settings.kafka, typed_topic, ReadRange(start="earliest"),
+                         schema_registry_url=settings.schema_registry_url)
     print(f"-- typed topic: {typed_topic}  (schema fingerprint {record.fingerprint})")
     print(json.dumps(record.avro, indent=2))
-    print("CREATE TABLE typed (\n  " + ",\n  ".join(record.ddl_columns()) + "\n)")
+    print(typed_table_ddl("typed", record, without_secrets(source)) + ";")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         record = TypedRecord.from_file(settings.content_schema)
         typed_topic = record.versioned_topic(settings.typed_base)
         if args.print_schema:
-            print_schema(record, typed_topic)
+            print_schema(record, typed_topic, settings)
             return 0
         if settings.metrics_port:  # before any waiting or start-up work, so a taken port fails at once
             serve_metrics(settings.metrics_port, settings.metrics_host)

@@ -13,6 +13,7 @@ from gpu_stage.transform.api import default_kernel_cache
 from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
+from llmpipe.registry import registry_url
 from llmpipe.runtime import logging_spec
 from llmpipe.settings import (
     Bounded,
@@ -88,6 +89,9 @@ class WorkerSettings:
     """Further librdkafka consumer properties, over the worker's own (values may be secrets: not in the repr)."""
     producer_config: ClientConfig = field(default=(), repr=False)
     """Further librdkafka producer properties, over the worker's own."""
+    schema_registry_url: str | None = field(default=None, repr=False)
+    """``--schema-registry-url``: typed values in the Confluent wire format, schema registered there (unset:
+    plain Avro). Not in the repr: its user info may hold a password."""
 
     @property
     def warm_up_batch(self) -> int:
@@ -126,6 +130,12 @@ def parser() -> argparse.ArgumentParser:
     env_option(
         t, "--dlq-topic", "GPU_STAGE_DLQ_TOPIC", default=_default("dlq_topic"), type=topic_name,
         help="dead-letter topic",
+    )
+    env_option(
+        t, "--schema-registry-url", "GPU_STAGE_SCHEMA_REGISTRY_URL", type=registry_url,
+        help="register the typed schema under <typed topic>-value in this schema registry (Confluent-compatible "
+        "API; credentials as https://user:password@host) and write typed values in the Confluent wire format "
+        "(magic byte, schema id, Avro datum); unset: plain Avro datums",
     )
     env_option(
         t, "--group-id", "GPU_STAGE_GROUP_ID", default=_default("group_id"), type=non_empty, help="consumer group"
@@ -372,6 +382,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         partition_by=args.partition_by,
         consumer_config=client_config(args.consumer_config, "--consumer-config", REFUSED_CONSUMER_KEYS),
         producer_config=client_config(args.producer_config, "--producer-config", REFUSED_PRODUCER_KEYS),
+        schema_registry_url=args.schema_registry_url,
     )
 
 

@@ -19,11 +19,13 @@ the bound (``--watermark-delay``) for slower models rather than adding allowed l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings
 from llmpipe.record import TypedRecord
+from llmpipe.settings import Secret
 
 DEFAULT_WATERMARK_DELAY_S = 30
 DEFAULT_IDLE_TIMEOUT_S = 30
@@ -125,6 +127,30 @@ class TopicSource:
     topic: str
     read: ReadRange = field(default_factory=ReadRange)
     event_time: EventTime = field(default_factory=EventTime)
+    schema_registry_url: str | None = field(default=None, repr=False)
+    """Values in the Confluent wire format, writer schemas from this registry (``avro-confluent``); None:
+    plain Avro datums (``avro``). Not in the repr: its user info may hold a password."""
+
+
+KAFKA_PASSWORD_PLACEHOLDER = "<KAFKA_SASL_PASSWORD>"
+REGISTRY_PASSWORD_PLACEHOLDER = "<SCHEMA_REGISTRY_PASSWORD>"
+
+
+def without_secrets(source: TopicSource) -> TopicSource:
+    """``source`` with its passwords replaced by placeholders, for DDL that is printed or kept in files.
+
+    A job's own DDL carries the real values (Flink needs them); DDL shown to a person or written to an
+    init file must not, so it says where each password goes instead.
+    """
+    kafka = source.kafka
+    if kafka.sasl_password:
+        kafka = replace(kafka, sasl_password=Secret(KAFKA_PASSWORD_PLACEHOLDER))
+    url = source.schema_registry_url
+    parts = urlsplit(url) if url else None
+    if parts is not None and parts.password is not None:
+        netloc = f"{parts.username}:{REGISTRY_PASSWORD_PLACEHOLDER}@{parts.netloc.rsplit('@', 1)[1]}"
+        url = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return replace(source, kafka=kafka, schema_registry_url=url)
 
 
 def quote(value: str) -> str:
@@ -174,11 +200,34 @@ def source_options(source: TopicSource, value_format: str) -> dict[str, str]:
     }
 
 
+def typed_format_options(source: TopicSource) -> dict[str, str]:
+    """The typed table's value format: ``avro``, or ``avro-confluent`` with the source's schema registry.
+
+    ``avro-confluent`` reads the writer schema's id from each value and fetches that schema from the
+    registry; the reader schema is still the one derived from the DDL. User info in the URL becomes the
+    format's basic-auth options (the registry client would otherwise send the URL as given).
+    """
+    if not source.schema_registry_url:
+        return {"format": "avro"}
+    parts = urlsplit(source.schema_registry_url)
+    options = {"format": "avro-confluent"}
+    if parts.username is None:
+        options["avro-confluent.url"] = source.schema_registry_url
+        return options
+    host = parts.netloc.rsplit("@", 1)[1]
+    options["avro-confluent.url"] = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    options["avro-confluent.basic-auth.credentials-source"] = "USER_INFO"
+    options["avro-confluent.basic-auth.user-info"] = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return options
+
+
 def typed_table_ddl(name: str, record: TypedRecord, source: TopicSource) -> str:
-    """``CREATE TABLE`` for the typed topic: the record's columns, ``avro`` format, watermark on created."""
+    """``CREATE TABLE`` for the typed topic: the record's columns, its value format, watermark on created."""
     columns = [*record.ddl_columns(), source.event_time.clause("created")]
     body = ",\n  ".join(columns)
-    return f"CREATE TEMPORARY TABLE `{name}` (\n  {body}\n) {with_clause(source_options(source, 'avro'))}"
+    value_format = typed_format_options(source)
+    options = {**source_options(source, value_format.pop("format")), **value_format}
+    return f"CREATE TEMPORARY TABLE `{name}` (\n  {body}\n) {with_clause(options)}"
 
 
 DLQ_COLUMNS: Sequence[str] = (

@@ -90,3 +90,21 @@ def own_broker(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         yield root, port
     finally:
         broker.stop(root)
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URL of a schema registry's Confluent-compatible API for this session (``stack.registry``, in memory),
+    or an external one when ``SCHEMA_REGISTRY_URL`` is set."""
+    external = os.environ.get("SCHEMA_REGISTRY_URL")
+    if external:
+        yield external
+        return
+    from stack import registry
+
+    root = tmp_path_factory.mktemp("registry")
+    run = registry.start(root)
+    try:
+        yield run.url()
+    finally:
+        registry.stop(root)

@@ -31,6 +31,7 @@ The log says each change of state once: the first failure, "Kafka unreachable", 
 - :mod:`~gpu_stage.worker.partitions`: the consumer, rebalances, co-partitioned outputs;
 - :mod:`~gpu_stage.worker.commit`: the transaction step and settling the commit in flight;
 - :mod:`~gpu_stage.worker.chunks`: parse and produce, chunk by chunk on the parse thread;
+- :mod:`~gpu_stage.worker.wire`: plain Avro values, or Confluent-framed ones (``--schema-registry-url``);
 - :mod:`~gpu_stage.worker.policy`: when bad records fail the batch instead of going to the DLQ;
 - :mod:`~gpu_stage.worker.calls`: transactional calls given up when they block past their time;
 - :mod:`~gpu_stage.worker.producer`: making, resetting and replacing the transactional producer;

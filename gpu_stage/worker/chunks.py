@@ -16,6 +16,7 @@ from gpu_stage import metrics
 from gpu_stage.transform.batch import ParseResult, RawBatch
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.state import Outcome, WorkerState
+from gpu_stage.worker.wire import typed_values
 
 
 class ChunkedParse(WorkerState):
@@ -79,4 +80,5 @@ class ChunkedParse(WorkerState):
         if self.typed_topic in self._co_partitioned:  # each row to its raw record's partition
             partitions = np.asarray(chunk.partitions, dtype=np.int64)[encoded.rows].tolist()
         # Each value is a slice of the one encoded buffer (one copy, which librdkafka then takes over).
-        self.producer.produce_many(self.typed_topic, encoded.values(), encoded.keys, self._typed_headers, partitions)
+        values = typed_values(encoded, self._value_prefix)  # plain datums, or Confluent-framed ones
+        self.producer.produce_many(self.typed_topic, values, encoded.keys, self._typed_headers, partitions)

@@ -19,6 +19,7 @@ from gpu_stage.worker.commit import Committing
 from gpu_stage.worker.outage import Outage
 from gpu_stage.worker.totals import STAGES, Totals
 from gpu_stage.worker.watchdog import Watchdog, exit_hung
+from gpu_stage.worker.wire import value_prefix
 from llmpipe.errors import SourceError
 from llmpipe.kafka_io import AlwaysAnswering, CallThread, Reachability, Records
 from llmpipe.record import FINGERPRINT_HEADER
@@ -40,6 +41,8 @@ class Worker(Committing, Collecting):
         self.backend = backend
         self.typed_topic = typed_topic
         self._typed_headers = [(FINGERPRINT_HEADER, fingerprint.encode())]
+        # Before the consumer joins the group: a registry that is down is waited for with nothing read.
+        self._value_prefix = value_prefix(settings, typed_topic, fingerprint)
         self.totals = Totals()
         self._steps = dict.fromkeys(STAGES, 0.0)
         """The current batch's seconds per step, added to the totals once it is committed."""

@@ -51,6 +51,8 @@ class WorkerState:
     backend: Backend
     typed_topic: str
     _typed_headers: Headers
+    _value_prefix: bytes | None = None
+    """Bytes before each typed datum: the Confluent wire prefix with ``--schema-registry-url``, else none."""
     totals: Totals
     stopping: bool
     consumer: Consumer
