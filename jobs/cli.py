@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.flink_env import FlinkSettings, execute, table_env
-from jobs.sinks import DEFAULT_FEATURES_TOPIC, SinkSettings
+from jobs.flink_env import FlinkSettings, JobCancelled, execute, table_env
+from jobs.sinks import DEFAULT_FEATURES_TOPIC, DEFAULT_TRANSACTION_TIMEOUT_MS, EXACTLY_ONCE, GUARANTEES, SinkSettings
 from jobs.typed_table import (
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_WATERMARK_DELAY_S,
@@ -29,11 +29,13 @@ from jobs.typed_table import (
     TopicSource,
 )
 from llmpipe.errors import ConfigError, PipelineError
-from llmpipe.kafka_io import KafkaSettings, await_cluster, require_topic
+from llmpipe.kafka_io import KafkaSettings
 from llmpipe.record import TypedRecord
+from llmpipe.registry import registry_url
 from llmpipe.runtime import configure_logging
 from llmpipe.settings import (
     Bounded,
+    Checked,
     check_kafka_options,
     env_option,
     non_empty,
@@ -74,6 +76,10 @@ BuildJobWithArgs = Callable[[Any, JobSettings, argparse.Namespace], Any]
 
 checkpoint_interval = Bounded(int, 10, or_zero=True)
 """Flink refuses checkpoint intervals under 10 ms (when the job is submitted, long after start)."""
+sink_guarantee = Checked(" or ".join(GUARANTEES), lambda text: GUARANTEES[GUARANTEES.index(text)])
+"""``--sink-guarantee``: refused as one line naming the option (``ValueError`` from ``index``), like other values."""
+EXIT_INTERRUPTED = 130
+"""Exit status after ctrl-C (SIGINT) cancelled the job this client waited for (128 + SIGINT, as shells report)."""
 FROM_VALUES = "earliest, latest, group or timestamp:<epoch ms>"
 UNTIL_VALUES = "none, latest or timestamp:<epoch ms>"
 
@@ -87,6 +93,10 @@ def parser(prog: str, description: str | None, *, with_sink: bool = True) -> arg
                help="content JSON Schema file (bundled default)")
     env_option(p, "--typed-topic", "JOBS_TYPED_TOPIC", old_envs=["TYPED_TOPIC"], type=topic_name,
                help=f"typed topic (default: {DEFAULT_TYPED_BASE}.<schema fingerprint>, as gpu_stage writes)")
+    env_option(p, "--schema-registry-url", "JOBS_SCHEMA_REGISTRY_URL", type=registry_url,
+               help="the typed topic is in the Confluent wire format (gpu_stage --schema-registry-url): read it "
+               "with Flink's avro-confluent format and this registry (credentials as https://user:password@host); "
+               "unset: plain Avro")
     env_option(p, "--from", "JOBS_FROM", default="group", dest="start",
                help="earliest, latest, group (committed offsets) or timestamp:<epoch ms>")
     env_option(p, "--until", "JOBS_UNTIL", default="none",
@@ -105,6 +115,15 @@ def parser(prog: str, description: str | None, *, with_sink: bool = True) -> arg
                    default=DEFAULT_FEATURES_TOPIC, type=topic_name, help="output topic (JSON value, entity as key)")
         p.add_argument("--print", action="store_true", dest="print_rows",
                        help="print rows to stdout instead of writing the topic")
+        env_option(p, "--sink-guarantee", "JOBS_SINK_GUARANTEE", default=EXACTLY_ONCE, type=sink_guarantee,
+                   help="exactly-once (Kafka transactions committed on checkpoints; readers must use "
+                   "isolation.level=read_committed) or at-least-once (see jobs/sinks.py)")
+        env_option(p, "--transaction-timeout-ms", "JOBS_TRANSACTION_TIMEOUT_MS", default=DEFAULT_TRANSACTION_TIMEOUT_MS,
+                   type=positive_int, help="exactly-once: the sink's transaction.timeout.ms (<= the broker's "
+                   "transaction.max.timeout.ms)")
+    p.set_defaults(job_name=f"llmpipe.{prog.rsplit('.', 1)[-1]}")
+    env_option(p, "--detach", "JOBS_DETACH", default=False, action="store_true",
+               help="return once the job is submitted (as under flink run --detached) instead of waiting for it")
     env_option(p, "--parallelism", "JOBS_PARALLELISM", default=1, type=positive_int, help="Flink parallelism (>= 1)")
     env_option(p, "--checkpoint-interval-ms", "JOBS_CHECKPOINT_INTERVAL_MS", default=60000, type=checkpoint_interval,
                help="checkpoint interval (commits consumer offsets; 0 disables, else >= 10)")
@@ -136,36 +155,70 @@ def settings_from_args(args: argparse.Namespace) -> JobSettings:
     record = TypedRecord.from_file(args.content_schema, "--content-schema")
     read = _read_range(args)
     event_time = EventTime(args.watermark_delay, args.idle_timeout, args.watermark_on_event)
-    typed = TopicSource(kafka, args.typed_topic or record.versioned_topic(DEFAULT_TYPED_BASE), read, event_time)
+    typed = TopicSource(kafka, args.typed_topic or record.versioned_topic(DEFAULT_TYPED_BASE), read, event_time,
+                        schema_registry_url=args.schema_registry_url)
     dlq_topic = getattr(args, "dlq_topic", None)
     dlq = TopicSource(kafka, dlq_topic, read, event_time) if dlq_topic else None
-    sink = SinkSettings(getattr(args, "features_topic", DEFAULT_FEATURES_TOPIC),
-                        getattr(args, "print_rows", False))
+    sink = _sink_settings(args)
     flink = FlinkSettings(streaming=True, parallelism=args.parallelism,
                           checkpoint_interval_ms=args.checkpoint_interval_ms or None,
-                          load_jars=not args.no_jars)
+                          load_jars=not args.no_jars, job_name=args.job_name, detach=args.detach)
     return JobSettings(typed=typed, sink=sink, flink=flink, record=record, dlq=dlq)
+
+
+def _sink_settings(args: argparse.Namespace) -> SinkSettings:
+    """The sink; a streaming job writing exactly-once into Kafka needs checkpoints.
+
+    Its transactions commit on checkpoints, so without them a streaming job would never make a row
+    visible. A bounded run (``--until`` other than ``none``) commits when its input ends, and may go
+    without checkpoints.
+    """
+    topic = getattr(args, "features_topic", DEFAULT_FEATURES_TOPIC)
+    print_rows = getattr(args, "print_rows", False)
+    guarantee = getattr(args, "sink_guarantee", EXACTLY_ONCE)
+    if guarantee == EXACTLY_ONCE and not print_rows and hasattr(args, "features_topic") \
+            and not args.checkpoint_interval_ms and args.until == "none":
+        msg = ("--sink-guarantee exactly-once commits on checkpoints: a streaming job needs "
+               "--checkpoint-interval-ms > 0 (or --sink-guarantee at-least-once)")
+        raise ConfigError(msg)
+    return SinkSettings(topic, print_rows, guarantee=guarantee,
+                        transactional_id_prefix=f"{args.job_name}.{topic}",
+                        transaction_timeout_ms=getattr(args, "transaction_timeout_ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 
 
 def check_kafka(settings: JobSettings, *, writes_sink: bool = True) -> None:
     """Before Flink starts: the cluster answers and every topic the job reads or writes exists.
 
     Flink's Kafka source waits silently for a topic that does not exist and for a cluster that does
-    not answer, so a wrong name or address would otherwise look like a job with nothing to read.
+    not answer, so a wrong name or address would otherwise look like a job with nothing to read. The
+    jobs never create topics (partitions and replication are the cluster owner's choice). The check
+    needs confluent-kafka; a Flink client with only apache-flink installed skips it with a warning.
     """
+    try:
+        from llmpipe.kafka_io.cluster import await_cluster, require_topic
+    except ImportError:
+        log.warning("confluent-kafka is not installed: not checking that the topics exist")
+        return
     kafka = settings.typed.kafka
     await_cluster(kafka)
     require_topic(kafka, settings.typed.topic, "--typed-topic")
     if settings.dlq is not None:
         require_topic(kafka, settings.dlq.topic, "--dlq-topic")
     if writes_sink and not settings.sink.print_rows:
-        require_topic(kafka, settings.sink.topic, "--features-topic")
+        try:
+            require_topic(kafka, settings.sink.topic, "--features-topic")
+        except ConfigError as exc:
+            msg = (f"{exc}; the jobs do not create topics: create it first, e.g. kafka-topics.sh --create "
+                   f"--topic {settings.sink.topic} --partitions 1 (see jobs/README.md)")
+            raise ConfigError(msg) from exc
 
 
 def run(build_job: BuildJob, p: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     """Parse options, build the job on a fresh TableEnvironment, run it; 0 on success, 1 on failure.
 
-    Bad options: one line on stderr naming the option, exit 2, before Flink starts.
+    Bad options: one line on stderr naming the option, exit 2, before Flink starts. A job cancelled from
+    outside while waited for (``flink cancel``, REST) ends with one INFO line and exit 0; ctrl-C while
+    waiting cancels the job and exits 130.
     """
     return run_with_args(lambda t_env, settings, _args: build_job(t_env, settings), p, argv)
 
@@ -191,6 +244,9 @@ def run_with_args(build_job: BuildJobWithArgs, p: argparse.ArgumentParser, argv:
         log.info("reading %s (from=%s until=%s), parallelism %d", settings.typed.topic,
                  settings.typed.read.start, settings.typed.read.until, settings.flink.parallelism)
         execute(build_job(table_env(settings.flink), settings, args))
+    except JobCancelled as exc:
+        log.info("%s: %s", p.prog, exc)
+        return EXIT_INTERRUPTED if exc.interrupted else 0
     except PipelineError as exc:
         log.error("%s: %s", p.prog, exc)
         return 1

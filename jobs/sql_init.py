@@ -8,8 +8,8 @@ new content schema gives a new file, never a table that silently disagrees with 
 
 The features topic holds the rows of every job (each keyed by its entity); each job's view keeps the
 rows that have its key column. The sink is transactional by default, and these tables read committed
-records only, so an aborted attempt is never seen. A SASL password is never written: the file says
-``<KAFKA_SASL_PASSWORD>`` where it goes.
+records only, so an aborted attempt is never seen. No password is written: the file says
+``<KAFKA_SASL_PASSWORD>`` (or ``<SCHEMA_REGISTRY_PASSWORD>``) where it goes.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from jobs.typed_table import (
     kafka_properties,
     typed_table_ddl,
     with_clause,
+    without_secrets,
 )
 from llmpipe.errors import ConfigError
-from llmpipe.settings import Secret, env_option, parse_args, topic_name
+from llmpipe.settings import env_option, parse_args, topic_name
 
 TYPED, DLQ, FEATURES = "typed", "dlq", "features"
 JOB_OUTPUTS: dict[str, Output] = {
@@ -76,22 +77,10 @@ def job_view_ddl(job: str, output: Output) -> str:
             f"WHERE `{output.key}` IS NOT NULL")
 
 
-PASSWORD_PLACEHOLDER = "<KAFKA_SASL_PASSWORD>"
-"""Written where the SASL password goes: the file is meant to be shared and kept, the password not."""
-
-
-def without_password(source: TopicSource) -> TopicSource:
-    """``source`` with the SASL password replaced by :data:`PASSWORD_PLACEHOLDER`."""
-    if not source.kafka.sasl_password:
-        return source
-    kafka = replace(source.kafka, sasl_password=Secret(PASSWORD_PLACEHOLDER))
-    return replace(source, kafka=kafka)
-
-
 def init_sql(settings: cli.JobSettings, features_topic: str) -> str:
     """The whole init file: session settings, then one statement per table or view, each ending in ``;``."""
-    settings = replace(settings, typed=without_password(settings.typed),
-                       dlq=None if settings.dlq is None else without_password(settings.dlq))
+    settings = replace(settings, typed=without_secrets(settings.typed),
+                       dlq=None if settings.dlq is None else without_secrets(settings.dlq))
     statements = [
         "SET 'table.local-time-zone' = 'UTC'",
         typed_table_ddl(TYPED, settings.record, settings.typed),

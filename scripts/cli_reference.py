@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-COMMANDS = ("demo", "connector", "gpu_stage", "jobs.model_minute", "jobs.user_risk", "jobs.ab_arm", "replay",
+COMMANDS = ("demo", "connector", "gpu_stage", "jobs.model_minute", "jobs.user_risk", "jobs.ab_arm", "jobs.submit",
+            "jobs.sql_init", "replay",
             "vllm_sim", "stack")
 OUT = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
 

@@ -1,4 +1,9 @@
-"""``python -m stack up|down|status|jars``: the local Kafka broker and Flink jars, no Docker needed."""
+"""``python -m stack up|down|status|jars|flink-up|flink-down``: the local Kafka broker and Flink, no Docker needed.
+
+``flink-up`` starts a standalone Flink cluster in ``<dir>/flink`` from the PyFlink wheel's distribution
+(``stack.flink``); ``flink-down`` stops it. ``registry-up`` starts a schema registry with a Confluent-compatible
+API in ``<dir>/registry`` (``stack.registry``, in memory); ``registry-down`` stops it.
+"""
 
 from __future__ import annotations
 
@@ -53,7 +58,8 @@ topic_spec = Checked("name:partitions,… (topic names, partitions >= 1)", _topi
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "status", "jars"])
+    parser.add_argument("command", choices=["up", "down", "status", "jars", "flink-up", "flink-down",
+                                            "registry-up", "registry-down"])
     env_option(parser, "--dir", "STACK_DIR", default=".stack", type=non_empty,
                help="run folder (config, data, pid, logs)")
     env_option(parser, "--port", "STACK_KAFKA_PORT", default=19092, type=port_or_any,
@@ -69,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rebalance-delay-ms", type=non_negative_int, default=0,
                         help="group.initial.rebalance.delay.ms (0 for tests; Kafka's default is 3000)")
     parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
+    env_option(parser, "--flink-slots", "STACK_FLINK_SLOTS", default=2, type=positive_int,
+               help="flink-up: task slots of the TaskManager (>= 1)")
+    env_option(parser, "--registry-port", "STACK_REGISTRY_PORT", default=18081, type=port_or_any,
+               help="registry-up: the schema registry's HTTP port (0: a free one)")
     return parser
 
 
@@ -89,9 +99,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, root: Path) -> int:
+    if args.command.startswith("flink-"):
+        return _flink(args, root / "flink")
+    if args.command.startswith("registry-"):
+        return _registry(args, root / "registry")
     if args.command == "jars":
         for name in ("kafka", "flink", "sql-client"):
             print(f"{name}: {jars.jar_dir(name)} ({jars.size_mib(name):.1f} MiB)")
+        from stack import registry
+
+        print(f"schema registry: {registry.build_dir()}")
         return 0
     if args.command == "up":
         started = time.monotonic()
@@ -112,6 +129,36 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     pid = run.pid()
     print(f"kafka running at {run.bootstrap()} pid={pid}" if pid else "kafka not running")
     return 0 if pid else 3
+
+
+def _registry(args: argparse.Namespace, root: Path) -> int:
+    """``registry-up``/``registry-down``: the local schema registry (in memory) in ``<dir>/registry``."""
+    from stack import registry
+
+    if args.command == "registry-up":
+        run = registry.start(root, args.registry_port or None)
+        print(f"schema registry up: --schema-registry-url {run.url()} (pid={run.pid()})")
+        return 0
+    stopped = registry.stop(root)
+    if args.wipe:
+        shutil.rmtree(root, ignore_errors=True)
+    print("schema registry stopped" if stopped else "schema registry was not running")
+    return 0
+
+
+def _flink(args: argparse.Namespace, root: Path) -> int:
+    from stack import flink
+
+    if args.command == "flink-up":
+        run = flink.start(root, slots=args.flink_slots)
+        print(f"flink up at {run.rest_url()} (jobmanager pid={run.jobmanager_pid()}, "
+              f"taskmanager pids={run.taskmanager_pids()}); FLINK_CONF_DIR={run.conf_dir} FLINK_LIB_DIR={run.lib_dir}")
+        return 0
+    stopped = flink.stop(root)
+    if args.wipe:
+        shutil.rmtree(root, ignore_errors=True)
+    print("flink stopped" if stopped else "flink was not running")
+    return 0
 
 
 if __name__ == "__main__":

@@ -50,3 +50,10 @@ def test_a_bad_option_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str])
     assert sql_init.main(["--from", "yesterday"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--from" in err
+
+
+def test_the_registry_password_is_never_written(tmp_path: Path) -> None:
+    text = generate(tmp_path, "--schema-registry-url", "https://svc:r3g-secret@registry:8081")
+    assert "r3g-secret" not in text
+    assert "'format' = 'avro-confluent'" in text and "'avro-confluent.url' = 'https://registry:8081'" in text
+    assert "'avro-confluent.basic-auth.user-info' = 'svc:<SCHEMA_REGISTRY_PASSWORD>'" in text
