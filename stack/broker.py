@@ -23,6 +23,7 @@ from pathlib import Path
 from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io import KafkaSettings, TransactionalProducer, await_cluster
 from stack.jars import jar_dir
+from stack.procs import alive, command_line, free_port, recorded_pid
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +62,6 @@ transaction.max.timeout.ms=3600000
 message.max.bytes=16777216
 log.retention.ms=-1
 """
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def java_binary() -> str:
@@ -112,13 +106,8 @@ class BrokerDir:
         A PID alone proves nothing: a killed broker leaves its PID file behind, and the number can
         belong to another process since (or to a zombie not yet reaped).
         """
-        if not self.pid_file.exists():
-            return None
-        try:
-            pid = int(self.pid_file.read_text())
-        except ValueError:
-            return None
-        return pid if is_broker(pid, self.root / "server.properties") else None
+        pid = recorded_pid(self.pid_file)
+        return pid if pid is not None and is_broker(pid, self.root / "server.properties") else None
 
     def sasl_bootstrap(self) -> str | None:
         """``127.0.0.1:<port>`` of the SASL_PLAINTEXT listener, if any."""
@@ -139,13 +128,8 @@ class BrokerDir:
 
 def is_broker(pid: int, config: Path) -> bool:
     """True when ``pid`` is a live (not zombie) Kafka broker started with ``config``."""
-    proc = Path("/proc") / str(pid)
-    try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        argv = (proc / "cmdline").read_bytes().split(b"\0")
-    except (OSError, IndexError):
-        return False
-    return state not in {"Z", "X"} and b"kafka.Kafka" in argv and str(config).encode() in argv
+    argv = command_line(pid)
+    return alive(pid) and b"kafka.Kafka" in argv and str(config).encode() in argv
 
 
 def sasl_listener(port: int | None, users: Mapping[str, str]) -> tuple[str, str]:

@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import Any
 
 from llmpipe.errors import ConfigError, PipelineError
 from stack.jars import jar_dir
+from stack.procs import alive, free_port, recorded_pid
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +70,6 @@ def flink_home() -> Path:
 def flink_cli() -> Path:
     """The distribution's ``bin/flink`` (the CLI ``flink run`` uses)."""
     return flink_home() / "bin" / "flink"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -136,11 +129,8 @@ class FlinkDir:
         """Live processes of ``role`` started from this folder, by PID file (dead ones are not listed)."""
         found = {}
         for pid_file in sorted(self.pid_dir.glob(f"{role}-*.pid")):
-            try:
-                pid = int(pid_file.read_text().strip())
-            except (OSError, ValueError):
-                continue
-            if is_flink_process(pid, self.conf_dir):
+            pid = recorded_pid(pid_file)
+            if pid is not None and is_flink_process(pid, self.conf_dir):
                 found[pid_file] = pid
         return found
 
@@ -178,11 +168,7 @@ def is_flink_process(pid: int, conf_dir: Path) -> bool:
     proc = Path("/proc") / str(pid)
     environ = b""
     for _ in range(50):
-        try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return False
-        if state in {"Z", "X"}:
+        if not alive(pid):
             return False
         try:
             environ = (proc / "environ").read_bytes()

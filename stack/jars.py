@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from llmpipe.errors import ConfigError
@@ -27,26 +28,46 @@ def cache_root() -> Path:
     return Path(os.environ.get("LLMPIPE_CACHE", Path.home() / ".cache" / "llmpipe"))
 
 
-def jar_dir(name: str) -> Path:
-    """Folder of jars for ``name`` (``kafka`` or ``flink``), fetched first if needed."""
-    pom = POMS / name / "pom.xml"
-    target = cache_root() / "jars" / name
+def cached_by_pom(pom: Path, target: Path, make: Callable[[Path, Path], None],
+                  complete: Callable[[Path], bool] = Path.exists) -> Path:
+    """``target``, made from ``pom`` by ``make(pom, target)`` unless it was made from this very POM.
+
+    The stamp file holds the POM's hash: an unchanged POM downloads and builds nothing, a changed one
+    remakes the folder.
+    """
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()
     stamp = target / STAMP
-    if stamp.exists() and stamp.read_text().strip() == digest:
+    if stamp.exists() and stamp.read_text().strip() == digest and complete(target):
         return target
-    _fetch(pom, target)
+    make(pom, target)
     stamp.write_text(digest)
     return target
 
 
-def _fetch(pom: Path, target: Path) -> None:
+def jar_dir(name: str) -> Path:
+    """Folder of jars for ``name`` (``kafka``, ``flink`` or ``sql-client``), fetched first if needed."""
+    return cached_by_pom(POMS / name / "pom.xml", cache_root() / "jars" / name, _fetch)
+
+
+def maven(purpose: str) -> str:
+    """The ``mvn`` executable; a one-line error naming ``purpose`` when Maven is not installed."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        msg = "Maven (mvn) is needed once to fetch the jars; install it or fill the cache by hand"
+        msg = f"Maven (mvn) is needed once to {purpose}; install it or fill the cache by hand"
         raise ConfigError(msg)
+    return mvn
+
+
+def empty_staging(target: Path) -> Path:
+    """``<target>.partial``, emptied: made there first, renamed to ``target`` only when complete."""
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
+    return staging
+
+
+def _fetch(pom: Path, target: Path) -> None:
+    mvn = maven("fetch the jars")
+    staging = empty_staging(target)
     command = [mvn, "-q", "-B", "-f", str(pom), f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
                "-DexcludeArtifactIds=slf4j-api,jsr305" if pom.parent.name == "flink" else "-Dmdep.skip=false",
                DEPENDENCY_PLUGIN]

@@ -13,7 +13,6 @@ launcher started. The Confluent-compatible API is at :data:`CCOMPAT_PATH` under 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
@@ -26,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmpipe.errors import ConfigError, SourceError
-from stack.broker import free_port, java_binary
-from stack.jars import POMS, STAMP, cache_root
+from stack.broker import java_binary
+from stack.jars import POMS, cache_root, cached_by_pom, empty_staging, maven
+from stack.procs import alive, command_line, free_port, recorded_pid
 
 log = logging.getLogger(__name__)
 
@@ -39,25 +39,14 @@ RUNNER = "schema-registry-0-runner.jar"
 
 def build_dir() -> Path:
     """Folder with the runnable registry (``RUNNER`` and ``lib/``), built first if the POM changed."""
-    pom = POMS / "registry" / "pom.xml"
-    target = cache_root() / "registry"
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()
-    stamp = target / STAMP
-    if stamp.exists() and stamp.read_text().strip() == digest and (target / RUNNER).exists():
-        return target
-    _build(pom, target)
-    stamp.write_text(digest)
-    return target
+    return cached_by_pom(POMS / "registry" / "pom.xml", cache_root() / "registry", _build,
+                         lambda target: (target / RUNNER).exists())
 
 
 def _build(pom: Path, target: Path) -> None:
     """``mvn package`` on a copy of the POM outside the repository; keep only the runner and its lib."""
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        msg = "Maven (mvn) is needed once to build the schema registry; install it"
-        raise ConfigError(msg)
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
+    mvn = maven("build the schema registry")
+    staging = empty_staging(target)
     work = staging / "build"
     work.mkdir(parents=True)
     shutil.copyfile(pom, work / "pom.xml")
@@ -97,13 +86,8 @@ class RegistryDir:
 
     def pid(self) -> int | None:
         """PID of the recorded registry if that process is alive and was started for this folder."""
-        if not self.pid_file.exists():
-            return None
-        try:
-            pid = int(self.pid_file.read_text())
-        except ValueError:
-            return None
-        return pid if _is_registry(pid, self.root) else None
+        pid = recorded_pid(self.pid_file)
+        return pid if pid is not None and _is_registry(pid, self.root) else None
 
     def base_url(self) -> str:
         """``http://127.0.0.1:<port>`` of the recorded registry."""
@@ -122,13 +106,7 @@ class RegistryDir:
 
 def _is_registry(pid: int, root: Path) -> bool:
     """True when ``pid`` is a live (not zombie) registry JVM started with ``root`` as its run folder."""
-    proc = Path("/proc") / str(pid)
-    try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        argv = (proc / "cmdline").read_bytes().split(b"\0")
-    except (OSError, IndexError):
-        return False
-    return state not in {"Z", "X"} and f"-Dllmpipe.registry.dir={root}".encode() in argv
+    return alive(pid) and f"-Dllmpipe.registry.dir={root}".encode() in command_line(pid)
 
 
 def start(root: Path, port: int | None = None, timeout_s: float = 120.0, heap_mb: int = 256) -> RegistryDir:

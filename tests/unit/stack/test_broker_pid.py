@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from stack.broker import BrokerDir, is_broker
+from stack.procs import command_line
 
 
 def _pretend(config: Path) -> subprocess.Popen[bytes]:
-    """A process whose command line reads like a broker started with ``config``."""
+    """A process whose command line reads like a broker started with ``config`` (once it has exec-ed)."""
     code = "import time; time.sleep(60)"
-    return subprocess.Popen([sys.executable, "-c", code, "kafka.Kafka", str(config)])
+    proc = subprocess.Popen([sys.executable, "-c", code, "kafka.Kafka", str(config)])
+    deadline = time.monotonic() + 10
+    while b"kafka.Kafka" not in command_line(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)  # between fork and exec the child still has this test's command line
+    return proc
 
 
 def test_live_broker_command_line_is_recognised_then_not_once_killed(tmp_path: Path) -> None:
