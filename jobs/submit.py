@@ -108,8 +108,9 @@ def _parser() -> argparse.ArgumentParser:
                    "resumes them)")
     env_option(p, "--flink", "JOBS_FLINK_CLI", type=non_empty,
                help="the flink CLI (default: $FLINK_HOME/bin/flink, flink on PATH, else the PyFlink wheel's)")
-    env_option(p, "--python", "JOBS_CLIENT_PYTHON", default=sys.executable, type=non_empty,
-               help="python that runs each job's client (-pyclientexec; needs apache-flink and these packages)")
+    env_option(p, "--python", "JOBS_CLIENT_PYTHON", type=non_empty,
+               help="python that runs each job's client (-pyclientexec; needs apache-flink and these packages; "
+               "default: the one running this command)")
     env_option(p, "--pyfs", "JOBS_PYFS", type=non_empty,
                help=f"folder or zip with the packages to ship (-pyfs; default: a copy of {', '.join(PACKAGES)})")
     env_option(p, "--timeout", "JOBS_SUBMIT_TIMEOUT_S", default=180, type=positive_int,
@@ -174,7 +175,7 @@ def request_from_args(argv: Sequence[str]) -> Request:
     return Request(action=action, jobs=jobs, rest_url=args.rest_url, job_args=tuple(job_args),
                    savepoint=args.savepoint, savepoint_dir=args.savepoint_dir, drain=args.drain,
                    flink=_flink_cli(args.flink) if action == "run" else "flink",
-                   python=args.python, pyfs=args.pyfs, timeout_s=float(args.timeout))
+                   python=args.python or sys.executable, pyfs=args.pyfs, timeout_s=float(args.timeout))
 
 
 def _check_stop(args: argparse.Namespace, job_args: list[str]) -> None:
@@ -204,7 +205,7 @@ def _check_run(args: argparse.Namespace, jobs: tuple[str, ...]) -> None:
     if args.pyfs is not None and not Path(args.pyfs).exists():
         msg = f"--pyfs {args.pyfs}: no such file or folder"
         raise ConfigError(msg)
-    if shutil.which(args.python) is None:
+    if args.python is not None and shutil.which(args.python) is None:
         msg = f"--python {args.python}: not an executable"
         raise ConfigError(msg)
 

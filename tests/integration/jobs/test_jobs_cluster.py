@@ -322,13 +322,22 @@ def test_taskmanager_killed_mid_stream(cluster: flink.FlinkDir, kafka: KafkaSett
             assert {column: latest[key][column] for column in value} == value, key
 
 
+def _default_sigint() -> None:
+    """In the client: SIGINT as a terminal delivers it, even where the tests run with it ignored.
+
+    A test run started in the background by a non-interactive shell inherits SIGINT ignored, and Python
+    then installs no KeyboardInterrupt handler: the ctrl-C this test sends would do nothing.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_of_an_embedded_run_cancels_the_job_with_one_info_line(kafka: KafkaSettings,
                                                                     new_topic: Callable[..., str]) -> None:
     """On the embedded mini-cluster, SIGINT while the client waits: the job is cancelled, exit 130, no trace."""
     typed, out = new_topic("typed"), new_topic("features")
     options = [option for option in job_options(kafka, typed, out) if option != "--no-jars"]
     with subprocess.Popen([sys.executable, "-m", "jobs.model_minute", *options], cwd=REPO, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as client:
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_default_sigint) as client:
         assert client.stdout is not None
         lines = []
         deadline = time.monotonic() + 240
@@ -337,9 +346,13 @@ def test_ctrl_c_of_an_embedded_run_cancels_the_job_with_one_info_line(kafka: Kaf
             lines.append(line)
             if "waiting for it to end" in line or not line:
                 break
-        assert "waiting for it to end" in lines[-1], "".join(lines)
-        client.send_signal(signal.SIGINT)
-        rest, _ = client.communicate(timeout=120)
+        try:
+            assert "waiting for it to end" in lines[-1], "".join(lines)
+            client.send_signal(signal.SIGINT)
+            rest, _ = client.communicate(timeout=120)
+        finally:
+            if client.poll() is None:  # a failed check above: do not leave the client and its JVM behind
+                client.kill()
     output = "".join(lines) + rest
     assert client.returncode == 130, output
     assert "interrupted: cancelled job" in output
