@@ -26,7 +26,7 @@ from demo.settings import DemoSettings
 from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io import KafkaSettings, create_topics, end_offsets, read_topic
 from llmpipe.record import TypedRecord
-from stack import broker
+from stack import broker, procs
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class Demo:
         return f"{base}/v1/chat/completions"
 
     def _gpu_stage(self) -> Child:
-        port = broker.free_port()
+        port = procs.free_port()
         child = self.children.start("gpu_stage", stages.gpu_stage(self.kafka.bootstrap, self.names, self.s.backend,
                                                                   port))
         found = child.wait_for_line(r"backend: (\w+) \((.*)\)\s*$", 120)
@@ -138,7 +138,7 @@ class Demo:
         self.observer = Observer(self.kafka, self.names.raw, self.names.typed, self.names.dlq)
         self.observer.start()
         stage = self._gpu_stage()
-        port = broker.free_port()
+        port = procs.free_port()
         conn = self.children.start("connector", stages.connector(self.kafka.bootstrap, self.names, path,
                                                                  self.report.url, port))
         t0 = time.monotonic()

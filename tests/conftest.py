@@ -81,10 +81,10 @@ def new_topic(kafka: KafkaSettings) -> Iterator[Callable[..., str]]:
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """A broker of the test's own, as (run folder, port), for tests that kill and restart it."""
-    from stack import broker
+    from stack import broker, procs
 
     root = tmp_path / "kafka"
-    port = broker.free_port()
+    port = procs.free_port()
     broker.start(root, port)
     try:
         yield root, port

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from llmpipe.kafka_io import KafkaSettings
-from stack.broker import free_port
+from stack.procs import free_port
 from tests.conftest import SASL_USER
 from tests.integration.gpu_stage.conftest import ROOT
 

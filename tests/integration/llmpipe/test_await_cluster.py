@@ -10,7 +10,7 @@ import pytest
 from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io import KafkaSettings, await_cluster, require_topic
 from llmpipe.settings import Secret
-from stack.broker import free_port
+from stack.procs import free_port
 from tests.conftest import SASL_PASSWORD, SASL_USER
 
 pytestmark = pytest.mark.integration

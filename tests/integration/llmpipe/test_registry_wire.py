@@ -25,7 +25,7 @@ from llmpipe.kafka_io import KafkaSettings, read_topic
 from llmpipe.record import FINGERPRINT_HEADER, TypedRecord
 from llmpipe.registry import MAGIC_BYTE, RegistryClient, subject_for, unframe
 from stack import registry as local_registry
-from stack.broker import free_port
+from stack.procs import free_port
 from tests.integration.gpu_stage.conftest import (
     ROOT,
     start_worker,

@@ -13,7 +13,7 @@ import pytest
 
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.kafka_io import KafkaSettings, Producer
-from stack.broker import free_port
+from stack.procs import free_port
 from tests.conftest import SASL_USER
 from tests.integration.connector.harness import simulator
 

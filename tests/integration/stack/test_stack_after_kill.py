@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stack import broker
+from stack import broker, procs
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,7 +24,7 @@ def _stack(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_up_after_sigkill_starts_a_new_broker(tmp_path: Path) -> None:
     folder = tmp_path / "stack"
-    common = ("--dir", str(folder), "--port", str(broker.free_port()), "--topics", "")
+    common = ("--dir", str(folder), "--port", str(procs.free_port()), "--topics", "")
     try:
         assert _stack("up", *common).returncode == 0
         run = broker.BrokerDir(folder)
