@@ -26,6 +26,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         literal,
         next_member,
         open_object,
+        same_decoded,
         scan_number,
         scan_string,
         skip_value,
@@ -80,8 +81,8 @@ jit: Any = globals().get("jit", _plain)
 def content_scalar(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, cd):
     """One scalar of content property ``j`` at ``p`` (an array item too): ``(end, error code or 0)``.
 
-    ``(-1, 0)`` when not taken (the native core decides): JSON outside the lane's subset, escapes in
-    a string property's value, a double for an integer property, a comparison the lane cannot make
+    ``(-1, 0)`` when not taken (the native core decides): JSON outside the lane's subset, a double
+    for an integer property, a comparison the lane cannot make
     exactly. A failed check gives the value's end and the code of semantics §4.
     """
     kind = ptab[j, P_KIND]
@@ -89,13 +90,14 @@ def content_scalar(sc, p, e, j, ptab, pmin, pmax, enames, eends, r, cs, ce, cv, 
     if kind == 0:
         if c != QUOTE:
             return wrong_type(sc, p, e)
-        end, _ = scan_string(sc, p, e, False)
+        end, length = scan_string(sc, p, e, True)
         if end < 0:
             return -1, 0
         if (ptab[j, P_FLAGS] & F_ENUM) and not in_enum(sc, p + 1, end - 1, j, ptab, enames, eends):
             return end, E_ENUM
         cs[r, j] = p + 1
         ce[r, j] = end - 1
+        cv[r, j] = length  # decoded bytes: the string is written from its JSON spelling
         return end, 0
     if kind == 3:
         end, value = literal(sc, p, e)
@@ -161,19 +163,13 @@ def int_bounds(value, j, ptab, pmin, pmax):
 
 @jit
 def in_enum(sc, s, e, j, ptab, enames, eends):
-    """Whether ``sc[s:e]`` is one of property ``j``'s string enum values."""
+    """Whether the string body ``sc[s:e]``, decoded, is one of property ``j``'s string enum values."""
     first = ptab[j, P_ENUM_FIRST]
     start = eends[first - 1] if first > 0 else 0
     for i in range(first, ptab[j, P_ENUM_LAST]):
         end = eends[i]
-        if end - start == e - s:
-            same = True
-            for k in range(e - s):
-                if enames[start + k] != sc[s + k]:
-                    same = False
-                    break
-            if same:
-                return True
+        if same_decoded(sc, s, e, enames, start, end):
+            return True
         start = end
     return False
 

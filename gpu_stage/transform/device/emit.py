@@ -26,12 +26,13 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
     )
     from gpu_stage.transform.device.scan import (
         BSLASH,
+        escape_code,
         literal,
         open_object,
+        put_code,
         scan_number,
         scan_string,
         skip_ws,
-        unescape,
     )
     from gpu_stage.transform.device.slots import (
         CACHED,
@@ -111,12 +112,12 @@ def put_text(src, s, length, escaped, out, q, write):
         while q < end:
             c = src[k]
             if c == BSLASH:
-                c = unescape(src[k + 1])
-                k += 2
+                k, code = escape_code(src, k, k + 12)
+                q = put_code(out, q, code)
             else:
+                out[q] = c
                 k += 1
-            out[q] = c
-            q += 1
+                q += 1
         return q
     for k in range(length):
         out[q + k] = src[s + k]
@@ -162,8 +163,8 @@ def put_attributes(hb, slots, r, out, q, write):
 def put_content_scalar(sc, p, e, kind, out, q, write):
     """An array item of a valid content property, scanned again from the decoded text; ``(q, end)``."""
     if kind == 0:
-        end, length = scan_string(sc, p, e, False)
-        return put_text(sc, p + 1, length, False, out, q, write), end
+        end, length = scan_string(sc, p, e, True)
+        return put_text(sc, p + 1, length, True, out, q, write), end
     if kind == 3:
         end, value = literal(sc, p, e)
         return put_byte(out, q, value, write), end
@@ -236,7 +237,7 @@ def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
                     p = skip_ws(sc, p + 1, ce[r, j])
             q = put_byte(out, q, 0, write)
         elif kind == 0:
-            q = put_text(sc, s, ce[r, j] - s, False, out, q, write)
+            q = put_text(sc, s, cv[r, j], True, out, q, write)  # cv: its decoded length
         elif kind == 1:
             q = put_double(out, q, cd[r, j], write)
         elif kind == 2:

@@ -4,10 +4,12 @@ Every function here is plain Python over ``uint8`` arrays and integer positions,
 compiles for CUDA (``numba.cuda.jit(device=True)``) and for the CPU (``numba.njit``, what the tests
 run); :func:`gpu_stage.transform.device.lane.compile_lane` executes this file once per target with ``jit``
 bound to that target's decorator. A function returns ``-1`` (or a tuple starting with ``-1``) when the
-lane does not take the input: invalid JSON and valid JSON outside the lane's subset (``\\u`` escapes,
-long numbers, deep nesting) alike. For those, :func:`json_verdict` and :func:`body_verdict` check the
-text strictly, as the native core's reader does (every escape, any number), and say when it is
-certainly not JSON, not UTF-8 or not an object: those verdicts are the lane's to write. Anything else
+lane does not take the input: invalid JSON and valid JSON outside the lane's subset (escaped keys,
+long numbers, deep nesting) alike. Strings are JSON's whole: every escape, ``\\u`` escapes with
+surrogate pairs decoded to UTF-8 (a lone surrogate is invalid, as in the contract). For what the
+lane does not take, :func:`json_verdict` and :func:`body_verdict` check the text strictly, as the
+native core's reader does (every escape, any number), and say when it is certainly not JSON, not
+UTF-8 or not an object: those verdicts are the lane's to write. Anything else
 goes to the native core, which decides what it is.
 """
 
@@ -37,6 +39,9 @@ COMMA = 44
 MAX_DEPTH = 62
 # Exact powers of ten: mantissa * 10**k with both exact is one correctly rounded IEEE operation.
 POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
+# 5**k below 2**61 (k <= 26): m / 10**k = (m / 5**k) * 2**-k, and the division is exact integer work.
+POW5 = np.array([5**k for k in range(27)], dtype=np.int64)
+MAX_POW5 = 26
 MAX_EXACT = 9007199254740992  # 2**53
 
 
@@ -128,10 +133,95 @@ def unescape(d):
 
 
 @jit
+def hex4(b, p, e):
+    """The value of the four hex digits at ``p``, or -1."""
+    if p + 4 > e:
+        return -1
+    code = 0
+    for k in range(p, p + 4):
+        c = int(b[k])
+        if 48 <= c <= 57:
+            d = c - 48
+        elif 97 <= c <= 102:
+            d = c - 87
+        elif 65 <= c <= 70:
+            d = c - 55
+        else:
+            return -1
+        code = code * 16 + d
+    return code
+
+
+@jit
+def escape_code(b, p, e):
+    r"""The escape whose backslash is at ``p``: ``(its end, the code point it stands for)``.
+
+    ``\\uD8xx\\uDCxx`` pairs give one code point above U+FFFF; ``(-1, 0)`` for an invalid escape and a
+    lone surrogate (semantics §1: invalid JSON).
+    """
+    if p + 1 >= e:
+        return -1, 0
+    d = b[p + 1]
+    if simple_escape(d):
+        return p + 2, unescape(d)
+    if d != 117:
+        return -1, 0
+    high = hex4(b, p + 2, e)
+    if high < 0 or 0xDC00 <= high < 0xE000:
+        return -1, 0
+    if not 0xD800 <= high < 0xDC00:
+        return p + 6, high
+    if p + 8 > e or b[p + 6] != BSLASH or b[p + 7] != 117:
+        return -1, 0
+    low = hex4(b, p + 8, e)
+    if not 0xDC00 <= low < 0xE000:
+        return -1, 0
+    return p + 12, 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00)
+
+
+@jit
+def escape_end(b, p, e):
+    r"""End of the escape whose backslash is at ``p``; -1 for an invalid one or a lone surrogate ``\\u``."""
+    end, _ = escape_code(b, p, e)
+    return end
+
+
+@jit
+def utf8_width(code):
+    """Bytes of UTF-8 that code point ``code`` takes."""
+    if code < 0x80:
+        return 1
+    if code < 0x800:
+        return 2
+    return 3 if code < 0x10000 else 4
+
+
+@jit
+def utf8_byte(code, width, k):
+    """Byte ``k`` of the ``width``-byte UTF-8 spelling of ``code``."""
+    if width == 1:
+        return code
+    if k == 0:
+        lead = 0xC0 if width == 2 else (0xE0 if width == 3 else 0xF0)
+        return lead | (code >> (6 * (width - 1)))
+    return 0x80 | ((code >> (6 * (width - 1 - k))) & 0x3F)
+
+
+@jit
+def put_code(out, q, code):
+    """Write code point ``code`` as UTF-8 at ``out[q:]``; the new ``q``."""
+    width = utf8_width(code)
+    for k in range(width):
+        out[q + k] = utf8_byte(code, width, k)
+    return q + width
+
+
+@jit
 def scan_string(b, p, e, allow_escapes):
     r"""The string whose opening quote is at ``p``: ``(end after the closing quote, decoded length)``.
 
-    ``(-1, 0)`` for an invalid string and for ``\\u`` escapes (or any escape when not allowed).
+    The decoded length is in UTF-8 bytes, every escape decoded. ``(-1, 0)`` for an invalid string
+    (a lone surrogate included) and, when ``allow_escapes`` is false, for any escape.
     """
     p += 1
     n = 0
@@ -140,10 +230,12 @@ def scan_string(b, p, e, allow_escapes):
         if c == QUOTE:
             return p + 1, n
         if c == BSLASH:
-            if not allow_escapes or p + 1 >= e or not simple_escape(b[p + 1]):
+            if not allow_escapes:
                 return -1, 0
-            p += 2
-            n += 1
+            p, code = escape_code(b, p, e)
+            if p < 0:
+                return -1, 0
+            n += utf8_width(code)
         elif c < 0x20:
             return -1, 0
         elif c < 0x80:
@@ -160,17 +252,43 @@ def scan_string(b, p, e, allow_escapes):
 
 @jit
 def copy_string(b, s, e, out, q):
-    """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) into ``out[q:]``; new ``q``."""
+    """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) into ``out[q:]``; new ``q``.
+
+    In place (``out`` is ``b``, ``q <= s``) is safe: an escape is read whole before its code point is
+    written, and no escape is shorter than the UTF-8 it stands for.
+    """
     while s < e:
         c = b[s]
         if c == BSLASH:
-            out[q] = unescape(b[s + 1])
-            s += 2
+            s, code = escape_code(b, s, e)
+            q = put_code(out, q, code)
         else:
             out[q] = c
             s += 1
-        q += 1
+            q += 1
     return q
+
+
+@jit
+def same_decoded(src, s, e, names, a, a_end):
+    """Whether the string body ``src[s:e]`` (escapes checked) decodes to the bytes ``names[a:a_end]``."""
+    while s < e:
+        c = src[s]
+        if c == BSLASH:
+            s, code = escape_code(src, s, e)
+            width = utf8_width(code)
+            if a + width > a_end:
+                return False
+            for k in range(width):
+                if names[a + k] != utf8_byte(code, width, k):
+                    return False
+            a += width
+        else:
+            if a >= a_end or names[a] != c:
+                return False
+            a += 1
+            s += 1
+    return a == a_end
 
 
 @jit
@@ -185,9 +303,10 @@ def digits(b, p, e):
 def scan_number(b, p, e):
     """The JSON number at ``p``: ``(end, kind, integer value, double value)``.
 
-    kind 1: an integer of at most 18 digits (exact); 2: a float whose decimal mantissa has at most
-    15 significant digits and whose power of ten is within 10**±22, so one IEEE multiply or divide of
-    two exact doubles gives the correctly rounded value; 0: valid and finite but outside that subset;
+    kind 1: an integer of at most 18 digits (exact); 2: a float, correctly rounded: a decimal
+    mantissa of at most 15 significant digits with a power of ten within 10**±22 (one IEEE multiply
+    or divide of two exact doubles), or of 16 to 18 digits over at most 10**26
+    (:func:`ratio_to_double`); 0: valid and finite but outside that subset;
     -1: invalid, or large enough that it might overflow to infinity (not taken).
     """
     start = p
@@ -250,7 +369,10 @@ def scan_number(b, p, e):
     if mant != 0 and sig + scale > 308:
         return p, -1, 0, 0.0  # may overflow to infinity, which the reference rejects
     if sig > 15:
-        return p, 0, 0, 0.0
+        if sig > 18 or not -MAX_POW5 <= scale < 0:
+            return p, 0, 0, 0.0
+        value = ratio_to_double(mant, -scale)
+        return p, 2, 0, -value if neg else value
     value = float(mant)
     if mant == 0:
         value = 0.0
@@ -261,6 +383,45 @@ def scan_number(b, p, e):
     else:
         return p, 0, 0, 0.0
     return p, 2, 0, -value if neg else value
+
+
+@jit
+def ratio_to_double(m, k):
+    """``m / 10**k`` correctly rounded to a double, ties to even, for ``0 < m < 2**60``, ``1 <= k <= 26``.
+
+    Long division of ``m`` by ``5**k`` in integers until 54 bits (53 and a rounding bit) are known,
+    the remainder saying whether anything lies below them; then ``2**-k`` scales exactly. This is
+    the case one IEEE division cannot round correctly: mantissas of 16 to 18 digits, such as the
+    17 that Python writes for ``0.1 + 0.2``.
+    """
+    d = POW5[k]
+    q = m // d
+    r = m - q * d
+    e = -k
+    while q < (1 << 53):
+        r <<= 1
+        q <<= 1
+        if r >= d:
+            q |= 1
+            r -= d
+        e -= 1
+    below = r != 0
+    while q >= (1 << 54):
+        below = below or (q & 1) == 1
+        q >>= 1
+        e += 1
+    mantissa = q >> 1
+    if (q & 1) == 1 and (below or (mantissa & 1) == 1):
+        mantissa += 1
+    value = float(mantissa)
+    e += 1
+    while e < 0:
+        value *= 0.5
+        e += 1
+    while e > 0:
+        value *= 2.0
+        e -= 1
+    return value
 
 
 @jit

@@ -26,9 +26,9 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         RBRACE,
         RBRACK,
         digits,
+        escape_end,
         is_utf8,
         literal,
-        simple_escape,
         skip_ws,
         utf8_len,
     )
@@ -45,46 +45,6 @@ V_UNKNOWN = 0  # a valid object, or the lane cannot tell (deep nesting, a number
 V_NOT_OBJECT = 1  # valid JSON whose top-level value is not an object
 V_INVALID_JSON = 2  # not one strict JSON text
 V_INVALID_UTF8 = 3  # not UTF-8 (a body only)
-
-
-@jit
-def hex4(b, p, e):
-    """The value of the four hex digits at ``p``, or -1."""
-    if p + 4 > e:
-        return -1
-    code = 0
-    for k in range(p, p + 4):
-        c = int(b[k])
-        if 48 <= c <= 57:
-            d = c - 48
-        elif 97 <= c <= 102:
-            d = c - 87
-        elif 65 <= c <= 70:
-            d = c - 55
-        else:
-            return -1
-        code = code * 16 + d
-    return code
-
-
-@jit
-def escape_end(b, p, e):
-    r"""End of the escape whose backslash is at ``p``; -1 for an invalid one or a lone surrogate ``\\u``."""
-    if p + 1 >= e:
-        return -1
-    if simple_escape(b[p + 1]):
-        return p + 2
-    if b[p + 1] != 117:
-        return -1
-    high = hex4(b, p + 2, e)
-    if high < 0 or 0xDC00 <= high < 0xE000:
-        return -1
-    if not 0xD800 <= high < 0xDC00:
-        return p + 6
-    if p + 8 > e or b[p + 6] != BSLASH or b[p + 7] != 117:
-        return -1
-    low = hex4(b, p + 8, e)
-    return p + 12 if 0xDC00 <= low < 0xE000 else -1
 
 
 @jit

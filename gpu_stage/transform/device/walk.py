@@ -4,14 +4,14 @@
 asks of a good row and records where each value lies (:mod:`gpu_stage.transform.device.slots`); it
 decodes the first choice's content and tool arguments in place (a decoded string is never longer
 than its JSON spelling). It takes the common shape only: at most one choice, no ``metadata``
-object, no unknown top-level key with a non-null value, integer ``created``, tool arguments that are
-a flat object (or not an object at all). Anything else is left to the native core.
+object, no unknown top-level key with a non-null value, integer ``created``, tool arguments whose
+object :func:`compact_json` can spell (or that are no object at all). Anything else is left to the native core.
 
 Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
 """
 
 # mypy: disable-error-code="no-untyped-def"
-# ruff: noqa: C901, PLR0915
+# ruff: noqa: C901, PLR0915, SIM109
 from __future__ import annotations
 
 from typing import Any
@@ -22,23 +22,28 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
     )
     from gpu_stage.transform.device.scan import (
         BSLASH,
+        COLON,
         COMMA,
         LBRACE,
         LBRACK,
+        MAX_DEPTH,
         QUOTE,
         RBRACE,
         RBRACK,
         copy_string,
+        escape_code,
         is_null,
         key_index,
         literal,
         member,
         next_member,
         open_object,
+        put_code,
         scan_number,
         scan_string,
         skip_value,
         skip_ws,
+        trim_end,
     )
     from gpu_stage.transform.device.slots import (
         CACHED,
@@ -84,6 +89,10 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         TOP_NAMES,
         USAGE_ENDS,
         USAGE_NAMES,
+    )
+    from gpu_stage.transform.device.strict import (
+        V_INVALID_JSON,
+        json_verdict,
     )
 
 
@@ -141,95 +150,228 @@ def on_usage(b, p, e, index, slots, r, sc):
 
 
 @jit
-def flat_object(sc, p, e):
-    """Check the flat JSON object ``sc[p:e]`` and compact it in place; its compact length, or -1.
+def short_escape(code):
+    r"""The letter of the two-byte escape orjson writes for control character ``code`` (``\\n``...), else 0."""
+    if code == 8:
+        return 98
+    if code == 12:
+        return 102
+    if code == 10:
+        return 110
+    if code == 13:
+        return 114
+    if code == 9:
+        return 116
+    return 0
 
-    Taken: scalar values, distinct keys, no escapes, integers only; compacting drops whitespace outside
-    strings, which is orjson's spelling for such an object.
+
+@jit
+def put_escaped(sc, w, code):
+    r"""Code point ``code`` inside a string as orjson spells it (``"``, ``\\``, controls escaped); new ``w``."""
+    if code == QUOTE or code == BSLASH:
+        sc[w] = BSLASH
+        sc[w + 1] = code
+        return w + 2
+    if code >= 0x20:
+        return put_code(sc, w, code)
+    letter = short_escape(code)
+    sc[w] = BSLASH
+    if letter != 0:
+        sc[w + 1] = letter
+        return w + 2
+    low = code & 15
+    sc[w + 1] = 117
+    sc[w + 2] = 48
+    sc[w + 3] = 48
+    sc[w + 4] = 48 + (code >> 4)
+    sc[w + 5] = 48 + low if low < 10 else 87 + low
+    return w + 6
+
+
+@jit
+def respell_string(sc, p, e, w):
+    """Rewrite the string at ``p`` to ``sc[w:]`` (``w <= p``) in orjson's spelling: ``(end, new w)``, end -1 if invalid.
+
+    No spelling orjson writes is longer than any JSON spelling of the same code point, so the
+    write position never passes the read position.
+    """
+    sc[w] = QUOTE
+    w += 1
+    p += 1
+    while p < e:
+        c = sc[p]
+        if c == QUOTE:
+            sc[w] = QUOTE
+            return p + 1, w + 1
+        if c == BSLASH:
+            p, code = escape_code(sc, p, e)
+            if p < 0:
+                return -1, w
+            w = put_escaped(sc, w, code)
+        elif c < 0x20:
+            return -1, w
+        else:
+            sc[w] = c
+            w += 1
+            p += 1
+    return -1, w
+
+
+@jit
+def canonical_float(sc, p, e):
+    """Length of the float ``sc[p:e]`` as orjson writes its value (trailing fraction zeros dropped), or -1.
+
+    Taken: plain decimals (no exponent) of at most 15 significant digits, zero or at least 1e-4 and
+    below 1e16; such a text is already the shortest one that reads back to its double, so only its
+    trailing zeros differ from orjson's positional spelling.
+    """
+    q = p + 1 if sc[p] == 45 else p
+    dot = q
+    while dot < e and sc[dot] != 46:
+        dot += 1
+    if dot >= e or dot - q > 16:
+        return -1
+    last = e - 1
+    while last > dot + 1 and sc[last] == 48:
+        last -= 1
+    for k in range(dot + 1, last + 1):
+        if not 48 <= sc[k] <= 57:
+            return -1
+    first_digit = -1  # the first and last nonzero digits bound the significant ones
+    last_digit = -1
+    for k in range(q, last + 1):
+        if k != dot and sc[k] != 48:
+            if first_digit < 0:
+                first_digit = k
+            last_digit = k
+    if first_digit >= 0:
+        sig = last_digit - first_digit + (0 if first_digit < dot < last_digit else 1)
+        if sig > 15 or (sc[q] == 48 and first_digit - dot > 4):
+            return -1
+    return last + 1 - p
+
+
+@jit
+def open_at(depth, o1, o2, o3):
+    """Output position of the ``{`` of the ``depth``-th open object (1 to 3)."""
+    if depth == 1:
+        return o1
+    return o2 if depth == 2 else o3
+
+
+@jit
+def repeated_compact_key(sc, o, w, key, key_end):
+    """Whether the key ``sc[key:key_end]`` (quotes included) is already a key of the compact object at ``sc[o:w]``."""
+    q = o + 1
+    while q < w:
+        end, _ = scan_string(sc, q, w, False)
+        if end - q == key_end - key:
+            same = True
+            for k in range(end - q):
+                if sc[q + k] != sc[key + k]:
+                    same = False
+                    break
+            if same:
+                return True
+        q = skip_value(sc, end + 1, w, True)
+        if q < w and sc[q] == COMMA:
+            q += 1
+    return False
+
+
+@jit
+def compact_json(sc, p, e):
+    """Rewrite the object ``sc[p:e]``, strict JSON, in place as orjson's compact JSON text; its length, or -1.
+
+    Taken: objects nested at most three deep (each checked for a repeated key: the last value would
+    win there), keys without escapes, integers, floats :func:`canonical_float` takes; strings get
+    orjson's spelling. Anything else (-1) is the native core's.
     """
     start = p
-    p = skip_ws(sc, p + 1, e)
-    w = start + 1
-    if p < e and sc[p] == RBRACE:
-        p += 1
-    else:
-        while True:
-            if p >= e or sc[p] != QUOTE:
-                return -1
-            key_end, _ = scan_string(sc, p, e, False)
-            if key_end < 0:
-                return -1
-            # A repeated key keeps its first position but its last value: not for the lane.
-            q = start + 1
-            while q < w:
-                kq_end, _ = scan_string(sc, q, w, False)
-                if kq_end - q == key_end - p:
-                    same = True
-                    for k in range(key_end - p):
-                        if sc[q + k] != sc[p + k]:
-                            same = False
-                            break
-                    if same:
-                        return -1
-                q = kq_end + 1
-                while q < w and sc[q] != COMMA:
-                    q = scalar_skip_compact(sc, q, w)
-                q += 1
-            for k in range(p, key_end):
-                sc[w] = sc[k]
-                w += 1
-            p = skip_ws(sc, key_end, e)
-            if p >= e or sc[p] != 58:
-                return -1
-            sc[w] = 58
-            w += 1
-            p = skip_ws(sc, p + 1, e)
-            if p >= e:
-                return -1
-            c = sc[p]
-            if c == QUOTE:
+    w = p
+    depth = 0
+    stack = 0
+    objects = 0
+    o1 = o2 = o3 = -1
+    while p < e:
+        c = sc[p]
+        if c == 32 or c == 9 or c == 10 or c == 13:
+            p += 1
+            continue
+        if c == QUOTE:
+            if stack & 1 and (sc[w - 1] == LBRACE or sc[w - 1] == COMMA):
                 end, _ = scan_string(sc, p, e, False)
-            elif c == 45 or 48 <= c <= 57:
-                end, kind, value, _ = scan_number(sc, p, e)
-                if kind != 1 or (value == 0 and c == 45):
+                if end < 0 or repeated_compact_key(sc, open_at(objects, o1, o2, o3), w, p, end):
                     return -1
+                for k in range(p, end):
+                    sc[w] = sc[k]
+                    w += 1
+                p = end
             else:
-                end, _ = literal(sc, p, e)
+                p, w = respell_string(sc, p, e, w)
+                if p < 0:
+                    return -1
+            continue
+        if c == LBRACE or c == LBRACK:
+            if depth >= MAX_DEPTH:
+                return -1
+            depth += 1
+            stack = (stack << 1) | (1 if c == LBRACE else 0)
+            if c == LBRACE:
+                objects += 1
+                if objects > 3:
+                    return -1
+                if objects == 1:
+                    o1 = w
+                elif objects == 2:
+                    o2 = w
+                else:
+                    o3 = w
+        elif c == RBRACE or c == RBRACK:
+            if c == RBRACE:
+                objects -= 1
+            depth -= 1
+            stack >>= 1
+        elif c == 45 or 48 <= c <= 57:
+            end, kind, value, _ = scan_number(sc, p, e)
+            if kind == 1:
+                length = 1 if value == 0 else end - p
+                if value == 0:
+                    sc[w] = 48  # -0 reads back as the integer 0
+                else:
+                    for k in range(length):
+                        sc[w + k] = sc[p + k]
+            else:
+                length = canonical_float(sc, p, end) if end > 0 else -1
+                if length < 0:
+                    return -1
+                for k in range(length):
+                    sc[w + k] = sc[p + k]
+            w += length
+            p = end
+            continue
+        elif c != COMMA and c != COLON:
+            end, _ = literal(sc, p, e)
             if end < 0:
                 return -1
             for k in range(p, end):
                 sc[w] = sc[k]
                 w += 1
-            p = skip_ws(sc, end, e)
-            if p < e and sc[p] == COMMA:
-                sc[w] = COMMA
-                w += 1
-                p = skip_ws(sc, p + 1, e)
-                continue
-            if p < e and sc[p] == RBRACE:
-                p += 1
-                break
-            return -1
-    if skip_ws(sc, p, e) != e:
-        return -1
-    sc[w] = RBRACE
-    return w + 1 - start
-
-
-@jit
-def scalar_skip_compact(sc, q, w):
-    """In already compacted text, the end of the scalar at ``q`` (a string or a bare token)."""
-    if sc[q] == QUOTE:
-        end, _ = scan_string(sc, q, w, False)
-        return end
-    while q < w and sc[q] != COMMA:
-        q += 1
-    return q
+            p = end
+            continue
+        sc[w] = c
+        w += 1
+        p += 1
+    return w - start if depth == 0 else -1
 
 
 @jit
 def tool_arguments(b, p, e, slots, r, sc):
-    """``function.arguments``: compact JSON text of a flat object, or the string as sent; end, or -1."""
+    """``function.arguments``: compact JSON text of an object, or the string as sent; end, or -1.
+
+    The string is decoded in place; a text that starts as an object but is not JSON is kept as sent
+    (valid false), as semantics §4 says of any string that does not parse to an object.
+    """
     if is_null(b, p, e):
         slots[r, TOOL_ARGS] = -1
         slots[r, TOOL_VALID] = -1
@@ -240,11 +382,11 @@ def tool_arguments(b, p, e, slots, r, sc):
     s = slots[r, TOOL_ARGS]
     decoded_end = copy_string(b, s, end - 1, sc, s)
     first = skip_ws(sc, s, decoded_end)
-    if first >= decoded_end or sc[first] != LBRACE:
+    if first >= decoded_end or sc[first] != LBRACE or json_verdict(sc, first, decoded_end) == V_INVALID_JSON:
         slots[r, TOOL_VALID] = 0
         slots[r, TOOL_MODE] = 0
         return end
-    length = flat_object(sc, first, decoded_end)
+    length = compact_json(sc, first, trim_end(sc, first, decoded_end))
     if length < 0:
         return -1
     slots[r, TOOL_ARGS] = first
@@ -296,10 +438,16 @@ def tool_calls(b, p, e, slots, r, sc):
     q = skip_ws(b, q, e)
     if q < e and b[q] == RBRACK:
         return q + 1
-    if q >= e or b[q] != COMMA:
-        return -1
-    # The other calls are not columns, but must be valid JSON: skip them as one array.
-    return skip_value(b, p, e, True)
+    # The other calls are not columns, but must be valid JSON. They are skipped from here: the first
+    # call's arguments were decoded in place, so its text is no longer JSON.
+    while q < e and b[q] == COMMA:
+        q = skip_value(b, q + 1, e, True)
+        if q < 0:
+            return -1
+        q = skip_ws(b, q, e)
+        if q < e and b[q] == RBRACK:
+            return q + 1
+    return -1
 
 
 @jit

@@ -234,7 +234,8 @@ def _utf8(b: bytes) -> bool:
     return True
 
 
-# Content that is not JSON, or JSON the lane's subset leaves but that is no object: the lane's now.
+# Content that is not JSON, or JSON that is no object, or an object the content schema refuses: the
+# lane's verdicts. None: a valid object the lane's subset leaves to the native core.
 CONTENT_VERDICTS = {
     '{"sentiment": "neutral"': "invalid_json",
     '{"sentiment": "neutral",}': "invalid_json",
@@ -244,7 +245,8 @@ CONTENT_VERDICTS = {
     '{"sentiment": "\\ud800"}': "invalid_json",
     '["\\u00e9"]': "not_an_object",
     "[1e999]": None,  # may overflow: the native core decides (it is not JSON)
-    '{"sentiment": "\\u00e9"}': None,  # a valid object outside the subset: the native core's
+    '{"sentiment": "\\u00e9"}': "missing:score",  # escapes in strings are the lane's too
+    '{"score": 1, "score": 2}': None,  # a valid object outside the subset (a repeated key): the native core's
 }
 
 
