@@ -22,7 +22,6 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         MAX_EXACT,
         QUOTE,
         RBRACK,
-        key_index,
         literal,
         next_member,
         open_object,
@@ -31,6 +30,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         scan_string,
         skip_value,
         skip_ws,
+        string_index,
         trim_end,
     )
     from gpu_stage.transform.device.slots import (
@@ -240,10 +240,10 @@ def content_object(
     extra_at = -1
     extra_end = -1
     while closed == 0:
-        end, _ = scan_string(sc, q, e, False)
+        end, length = scan_string(sc, q, e, True)
         if end < 0:
             return -1
-        j = key_index(sc, q + 1, end - 1, pnames, pends, nprops)
+        j = string_index(sc, q, end, length, pnames, pends, nprops)
         key = q + 1
         q = skip_ws(sc, end, e)
         if q >= e or sc[q] != 58:

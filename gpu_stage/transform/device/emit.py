@@ -107,21 +107,27 @@ def put_text(src, s, length, escaped, out, q, write):
     if not write:
         return q + length
     if escaped:
-        k = s
-        end = q + length
-        while q < end:
-            c = src[k]
-            if c == BSLASH:
-                k, code = escape_code(src, k, k + 12)
-                q = put_code(out, q, code)
-            else:
-                out[q] = c
-                k += 1
-                q += 1
-        return q
+        return put_decoded(src, s, length, out, q)
     for k in range(length):
         out[q + k] = src[s + k]
     return q + length
+
+
+@jit
+def put_decoded(src, s, length, out, q):
+    """The ``length`` bytes that the JSON string body at ``src[s:]`` decodes to, at ``out[q:]``; the new ``q``."""
+    k = s
+    end = q + length
+    while q < end:
+        c = src[k]
+        if c == BSLASH:
+            k, code = escape_code(src, k, k + 12)
+            q = put_code(out, q, code)
+        else:
+            out[q] = c
+            k += 1
+            q += 1
+    return q
 
 
 @jit
@@ -257,7 +263,7 @@ def put_content_error(b, pnames, pends, slots, r, out, q, write):
     length = ERROR_TEXT_ENDS[code] - first
     at = slots[r, ERROR_AT]
     if code == E_ADDITIONAL:
-        name = slots[r, ERROR_END] - at
+        _, name = scan_string(b, at - 1, slots[r, ERROR_END] + 1, True)  # the key, decoded
     elif code == E_NOT_OBJECT or code == E_INVALID_JSON:
         name = 0
     else:
@@ -270,11 +276,9 @@ def put_content_error(b, pnames, pends, slots, r, out, q, write):
         out[q + k] = ERROR_TEXTS[first + k]
     q += length
     if code == E_ADDITIONAL:
-        for k in range(name):
-            out[q + k] = b[at + k]
-    else:
-        for k in range(name):
-            out[q + k] = pnames[at + k]
+        return put_decoded(b, at, name, out, q)
+    for k in range(name):
+        out[q + k] = pnames[at + k]
     return q + name
 
 

@@ -4,8 +4,8 @@ Every function here is plain Python over ``uint8`` arrays and integer positions,
 compiles for CUDA (``numba.cuda.jit(device=True)``) and for the CPU (``numba.njit``, what the tests
 run); :func:`gpu_stage.transform.device.lane.compile_lane` executes this file once per target with ``jit``
 bound to that target's decorator. A function returns ``-1`` (or a tuple starting with ``-1``) when the
-lane does not take the input: invalid JSON and valid JSON outside the lane's subset (escaped keys,
-long numbers, deep nesting) alike. Strings are JSON's whole: every escape, ``\\u`` escapes with
+lane does not take the input: invalid JSON and valid JSON outside the lane's subset (long numbers,
+deep nesting) alike. Strings are JSON's whole: every escape, ``\\u`` escapes with
 surrogate pairs decoded to UTF-8 (a lone surrogate is invalid, as in the contract). For what the
 lane does not take, :func:`json_verdict` and :func:`body_verdict` check the text strictly, as the
 native core's reader does (every escape, any number), and say when it is certainly not JSON, not
@@ -551,6 +551,22 @@ def key_index(b, s, e, names, name_ends, count):
 
 
 @jit
+def string_index(b, p, end, length, names, name_ends, count):
+    """Index among ``names`` of the string at ``p`` (its end and decoded length from :func:`scan_string`), else -1.
+
+    Bytes are compared as they lie unless the string has escapes (then it is shorter decoded).
+    """
+    if length == end - p - 2:
+        return key_index(b, p + 1, end - 1, names, name_ends, count)
+    start = 0
+    for i in range(count):
+        if same_decoded(b, p + 1, end - 1, names, start, name_ends[i]):
+            return i
+        start = name_ends[i]
+    return -1
+
+
+@jit
 def next_member(b, p, e):
     """After a member's value at ``p``: ``(next key, 0)``, ``(after the closing brace, 1)``, ``(-1, 2)`` if not taken.
 
@@ -588,10 +604,10 @@ def member(b, p, e, names, name_ends, count, seen, unknown_null_only):
     (the last value wins there). An unknown key's value is checked and skipped: index -1 and the
     position after it (with ``unknown_null_only`` the value must be ``null``). Not taken: ``(-2, -1, seen)``.
     """
-    end, _ = scan_string(b, p, e, False)
+    end, length = scan_string(b, p, e, True)
     if end < 0:
         return -2, -1, seen
-    index = key_index(b, p + 1, end - 1, names, name_ends, count)
+    index = string_index(b, p, end, length, names, name_ends, count)
     q = skip_ws(b, end, e)
     if q >= e or b[q] != COLON:
         return -2, -1, seen

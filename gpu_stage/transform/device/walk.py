@@ -33,16 +33,17 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         copy_string,
         escape_code,
         is_null,
-        key_index,
         literal,
         member,
         next_member,
         open_object,
         put_code,
+        same_decoded,
         scan_number,
         scan_string,
         skip_value,
         skip_ws,
+        string_index,
         trim_end,
     )
     from gpu_stage.transform.device.slots import (
@@ -261,10 +262,13 @@ def open_at(depth, o1, o2, o3):
 
 @jit
 def repeated_compact_key(sc, o, w, key, key_end):
-    """Whether the key ``sc[key:key_end]`` (quotes included) is already a key of the compact object at ``sc[o:w]``."""
+    """Whether the key ``sc[key:key_end]`` (quotes included) is already a key of the compact object at ``sc[o:w]``.
+
+    Keys are in orjson's spelling, one per string, so equal bytes are equal strings.
+    """
     q = o + 1
     while q < w:
-        end, _ = scan_string(sc, q, w, False)
+        end, _ = scan_string(sc, q, w, True)
         if end - q == key_end - key:
             same = True
             for k in range(end - q):
@@ -284,8 +288,8 @@ def compact_json(sc, p, e):
     """Rewrite the object ``sc[p:e]``, strict JSON, in place as orjson's compact JSON text; its length, or -1.
 
     Taken: objects nested at most three deep (each checked for a repeated key: the last value would
-    win there), keys without escapes, integers, floats :func:`canonical_float` takes; strings get
-    orjson's spelling. Anything else (-1) is the native core's.
+    win there), integers, floats :func:`canonical_float` takes; strings, keys too, get orjson's
+    spelling. Anything else (-1) is the native core's.
     """
     start = p
     w = p
@@ -299,18 +303,10 @@ def compact_json(sc, p, e):
             p += 1
             continue
         if c == QUOTE:
-            if stack & 1 and (sc[w - 1] == LBRACE or sc[w - 1] == COMMA):
-                end, _ = scan_string(sc, p, e, False)
-                if end < 0 or repeated_compact_key(sc, open_at(objects, o1, o2, o3), w, p, end):
-                    return -1
-                for k in range(p, end):
-                    sc[w] = sc[k]
-                    w += 1
-                p = end
-            else:
-                p, w = respell_string(sc, p, e, w)
-                if p < 0:
-                    return -1
+            key = w if stack & 1 and (sc[w - 1] == LBRACE or sc[w - 1] == COMMA) else -1
+            p, w = respell_string(sc, p, e, w)
+            if p < 0 or (key >= 0 and repeated_compact_key(sc, open_at(objects, o1, o2, o3), key, key, w)):
+                return -1
             continue
         if c == LBRACE or c == LBRACK:
             if depth >= MAX_DEPTH:
@@ -616,22 +612,12 @@ def body(b, s, e, slots, r, sc):
 
 @jit
 def object_kind(b, s, e):
-    """Index of ``b[s:e]`` among the supported ``object`` values (escapes never match), else -1."""
-    for k in range(s, e):
-        if b[k] == BSLASH:
-            return -1
+    """Index of the string body ``b[s:e]``, decoded, among the supported ``object`` values, else -1."""
     start = 0
     for i in range(3):
-        end = OBJECT_ENDS[i]
-        if end - start == e - s:
-            same = True
-            for k in range(e - s):
-                if OBJECT_NAMES[start + k] != b[s + k]:
-                    same = False
-                    break
-            if same:
-                return i
-        start = end
+        if same_decoded(b, s, e, OBJECT_NAMES, start, OBJECT_ENDS[i]):
+            return i
+        start = OBJECT_ENDS[i]
     return -1
 
 
@@ -667,8 +653,8 @@ def error_body(b, s, e):
 
 @jit
 def is_error_string(b, p, e):
-    """Whether the value at ``p`` is the string ``"error"`` (an escape never spells a letter of it)."""
+    """Whether the value at ``p`` is the string ``"error"``, however escaped."""
     if b[p] != QUOTE:
         return False
-    end, _ = scan_string(b, p, e, True)
-    return end >= 0 and key_index(b, p + 1, end - 1, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2) == 1
+    end, length = scan_string(b, p, e, True)
+    return end >= 0 and string_index(b, p, end, length, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2) == 1

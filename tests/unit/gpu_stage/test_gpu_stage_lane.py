@@ -291,10 +291,11 @@ INVALID_CONTENT = {
     '{"c": [1], "a": 1, "b": "x"': "invalid_json",
     '{"c": [1], "a": 1, "b": "\\u0041",}': "invalid_json",
     '["\\u0041"]': "not_an_object",
+    '{"c": [1], "a": 1, "\\u0062": "x", "z\\u00e9\\"": 1}': 'additional:zé"',  # escaped keys, decoded
 }
 VALID_CONTENT = ['{"c": [1, 2.5], "a": 10, "b": "y", "d": false, "e": 0.5}', '{"b": "x", "a": 0, "c": []}']
-# Content the lane leaves to the native core: a double for an integer, an escape in a key.
-LEFT_CONTENT = ['{"c": [1], "a": 1.5, "b": "x"}', '{"c": [1], "a": 1, "b\\u0041": 1}']
+# Content the lane leaves to the native core: a double for an integer, a repeated key.
+LEFT_CONTENT = ['{"c": [1], "a": 1.5, "b": "x"}', '{"c": [1], "a": 1, "b": "x", "a": 2}']
 
 
 def test_invalid_content_is_taken_with_the_first_violation_as_its_error() -> None:

@@ -94,6 +94,7 @@ COMPACT_ARGUMENTS = [
     '{ "lat" : 52.520, "lon": -13.40500, "zero": 0.0, "neg": -0.0, "small": 0.00012, "big": 1000000000000000.0 }',
     '{"filters": {"tags": ["a", "b\\tc"], "range": {"from": 1, "to": [2, 3.5]}}, "ids": [[1], [], {}]}',
     '{"x": 100.0, "y": 123456789012345.0, "z": 0.0001, "w": 1.0}',
+    '{"k\\u0065y": {"k\\u0065y": 1, "\\n": 2}, "key2": "\\"", "\\u00e9": 3}',
     '{}',
     '\n {"a": [ ] }\t',
 ]
@@ -101,7 +102,7 @@ COMPACT_ARGUMENTS = [
 NATIVE_ARGUMENTS = [
     '{"a": {"b": {"c": {"d": 1}}}}',  # objects nested four deep
     '{"a": {"x": 1, "x": 2}}',  # a repeated key: the last value wins, at the first position
-    '{"a\\u0041": 1}',  # an escaped key
+    '{"x": 1, "\\u0078": 2}',  # the same key, spelled twice
     '{"x": 1e-7, "y": 1.5e3}',  # floats spelled with an exponent
     '{"x": 0.1234567890123456}',  # more digits than a double keeps exactly
     '{"x": 0.00001}',  # below 1e-4
