@@ -72,9 +72,9 @@ class Timeline:
             self._raw.append((self._batch - 1, "copy_in", before, self._event(stream), 0.0, 0.0))
             return columns
 
-        def timed_write(handle: Any, starts: Any, offsets: Any, out: Any) -> None:
+        def timed_write(handle: Any, starts: Any, offsets: Any, out: Any, rows: Any = None) -> None:
             host, before = time.perf_counter(), self._event(handle.stream)
-            write(handle, starts, offsets, out)
+            write(handle, starts, offsets, out, rows)
             queued = time.perf_counter()
             kernels = self._event(handle.stream)
             # The copies out run on the executor's copy stream (when it has one): pass 2 ends with them.

@@ -61,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kernel_cache=settings.kernel_cache,
             native_threads=settings.native_threads,
             gpu_min_batch=settings.gpu_min_batch,
+            lane_order=settings.lane_order,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         if backend.name == "gpu" and settings.gpu_min_batch:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpu_stage.transform.api import default_kernel_cache
+from gpu_stage.transform.api import LANE_ORDERS, LaneOrder, default_kernel_cache
 from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
@@ -75,6 +75,7 @@ class WorkerSettings:
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     native_threads: int | None = None
     gpu_min_batch: int = 2_000
+    lane_order: LaneOrder = "arrival"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
@@ -251,6 +252,16 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         w,
+        "--lane-order",
+        "GPU_STAGE_LANE_ORDER",
+        default=_default("lane_order"),
+        choices=list(LANE_ORDERS),
+        help="gpu backend: which body each thread of the device lane takes. arrival: as they come; length: "
+        "bodies of like length side by side, so that the 32 threads of a warp (which runs as long as its "
+        "longest body) end together. The output is the same",
+    )
+    env_option(
+        w,
         "--kernel-cache",
         "GPU_STAGE_KERNEL_CACHE",
         help="folder for the GPU kernels compiled at start, reused by later starts; unset: "
@@ -373,6 +384,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         kernel_cache=_kernel_cache(args.kernel_cache),
         native_threads=args.native_threads,
         gpu_min_batch=args.gpu_min_batch,
+        lane_order=args.lane_order,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,

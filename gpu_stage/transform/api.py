@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gpu_stage.transform.batch import ParseResult, RawBatch
 from gpu_stage.transform.packed import PackedBatch
@@ -20,6 +20,9 @@ from llmpipe.record import TypedRecord
 
 STAGE = "gpu_stage"
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
+LaneOrder = Literal["arrival", "length"]
+LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length")
+"""The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
 
 
 def default_kernel_cache() -> Path:
@@ -46,6 +49,10 @@ class TransformSettings:
     """Batches of fewer records go to the native core whole (GPU backend): a device pass has a fixed
     cost of a few milliseconds, more than the native core takes for a few hundred bodies, and a
     small batch is a latency-bound one. 0 sends every batch to the device."""
+    lane_order: LaneOrder = "arrival"
+    """Which row each thread of the device lane takes (GPU backend): ``arrival``, as they come, or
+    ``length``, rows of like body length side by side in each warp (a warp walks as long as its
+    longest body). The output is the same either way (:mod:`gpu_stage.transform.device.order`)."""
 
 
 @runtime_checkable

@@ -312,3 +312,30 @@ def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     assert (executor.measure.dispatched, executor.write.dispatched) == (1, 1)
     assert executor.measure.direct == 3 * len(raws) - 1
     assert executor.write.direct > 3 * len(raws)
+
+
+@pytest.mark.parametrize("order", ["length", "arrival"])
+def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
+    """Bodies of 400 B to 32 KB: threads taking the rows by length class (pass 1, and each of pass 2's
+    pieces: the output in one piece, in 1 MiB pieces, in the lane's) or as they came write the native
+    core's bytes, a batch at a time and streamed.
+    """
+    from dataclasses import replace
+
+    from bench import corpus
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+    from gpu_stage.transform.packed import PackedBatch
+
+    fresh = LaneTransform(replace(WIDE, lane_order=order), CudaExecutor)
+    assert fresh.executor.lane_order == order
+    values = corpus.generate(corpus.CorpusConfig(records=30_000)).values
+    raws = _split(values, [20_000, 3, 9_997])
+    native = NativeBackend(WIDE)
+    for piece in (0, 1 << 20, fresh.executor.write_piece_bytes):
+        fresh.executor.write_piece_bytes = piece
+        taken, good = _run(fresh, native, raws[0])
+        assert taken > 0.9 * len(raws[0]) and good > 0
+        results = fresh.packed.stream(PackedBatch.of(raw, fresh.packed.input_buffer) for raw in raws)
+        for raw, got in zip(raws, results, strict=True):
+            assert_same_result(native.parse(raw), got)

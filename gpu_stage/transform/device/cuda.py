@@ -13,7 +13,6 @@ numba-cuda (it ships with cuDF); nothing runs until :class:`CudaExecutor` is bui
 
 from __future__ import annotations
 
-import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +23,10 @@ import numpy.typing as npt
 
 from gpu_stage.transform.device import slots
 from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
-from gpu_stage.transform.device.executor import Executor
+from gpu_stage.transform.device.executor import Executor, piece_rows, write_pieces
 from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
+from gpu_stage.transform.device.order import CLASSES, WHOLE_BATCH
 from gpu_stage.transform.device.tables import ContentTables
 from gpu_stage.transform.stages import StageClock
 
@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 
 THREADS = 128
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
+PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
+"""Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
+ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows")
+"""The kernels that make the rows' order with ``length`` (:mod:`gpu_stage.transform.device.order`),
+launched with :data:`THREADS` threads per block: three per batch for pass 1, and three more for
+pass 2 where its output comes in several pieces. ``arrival`` launches none."""
 _MAX_VIEWS = 256
 WRITE_PIECE_BYTES = 12 << 20
 """Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
@@ -83,23 +89,6 @@ def capacity(rows: int, dtype: Any, width: int = 0, parts: int = HEADROOM_PARTS)
     return max(rows + headroom, 1024)
 
 
-def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
-    """The output ``[0, offsets[-1])`` cut at row boundaries (``offsets``, ascending) into pieces.
-
-    Each piece ends at the first boundary at or after the next multiple of ``piece_bytes`` past its
-    start, so it holds at most ``piece_bytes`` plus one row. No pieces for an empty output; one for
-    ``piece_bytes`` 0.
-    """
-    total = int(offsets[-1])
-    if piece_bytes <= 0:
-        return [(0, total)] if total else []
-    cuts = [0]
-    while cuts[-1] < total:
-        at = int(np.searchsorted(offsets, cuts[-1] + piece_bytes, side="left"))
-        cuts.append(int(offsets[min(at, len(offsets) - 1)]))
-    return list(itertools.pairwise(cuts))
-
-
 @dataclass
 class _Slot:
     """A slot: its stream, on which its batches' copies and passes run in order."""
@@ -142,6 +131,10 @@ class CudaExecutor(Executor):
         self.fns = compile_lane("cuda", cache)
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
+        self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
+        self.write_ordered = DirectLaunch(self.fns.write_ordered)
+        self._ordering = {name: DirectLaunch(getattr(self.fns, name)) for name in ORDER_KERNELS}
+        self._whole = cuda.to_device(np.array(WHOLE_BATCH, dtype=np.int64))
         self.max_bytes = max_bytes
         self.nprops = tables.nprops
         self.clock = clock or StageClock()
@@ -166,7 +159,7 @@ class CudaExecutor(Executor):
         self.headroom_parts = HEADROOM_PARTS
         self.measure_threads = THREADS
         self.write_threads = THREADS
-        self._register_caps: dict[str, int | None] = {"measure": None, "write": None}
+        self._register_caps: dict[str, int | None] = dict.fromkeys(PASS_KERNELS)
 
     @property
     def measure_registers(self) -> int | None:
@@ -176,6 +169,7 @@ class CudaExecutor(Executor):
     @measure_registers.setter
     def measure_registers(self, cap: int | None) -> None:
         self.measure = self._capped("measure", cap)
+        self.measure_ordered = self._capped("measure_ordered", cap)
 
     @property
     def write_registers(self) -> int | None:
@@ -185,6 +179,7 @@ class CudaExecutor(Executor):
     @write_registers.setter
     def write_registers(self, cap: int | None) -> None:
         self.write = self._capped("write", cap)
+        self.write_ordered = self._capped("write_ordered", cap)
 
     def _capped(self, name: str, cap: int | None) -> DirectLaunch:
         """Pass ``name``'s launch, its kernel compiled anew with at most ``cap`` registers per thread.
@@ -201,10 +196,8 @@ class CudaExecutor(Executor):
 
     def kernel_resources(self) -> dict[str, dict[str, int | None]]:
         """Each pass's kernel, once launched: registers and memory per thread, blocks resident per SM."""
-        found = {
-            "measure": kernel_resources(self.measure, self.measure_threads),
-            "write": kernel_resources(self.write, self.write_threads),
-        }
+        threads = {"measure": self.measure_threads, "write": self.write_threads}
+        found = {name: kernel_resources(getattr(self, name), threads[name.split("_")[0]]) for name in PASS_KERNELS}
         return {name: report for name, report in found.items() if report is not None}
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
@@ -383,22 +376,68 @@ class CudaExecutor(Executor):
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)
         threads = self.measure_threads
-        self.measure(
-            -(-n // threads), threads, stream, values, value_ends, *a["record"], self.max_bytes, a["slots"],
-            *self._tables, *a["content"], *a["records"], sizes,
-        )  # fmt: skip
+        args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
+        args += a["records"]
+        if self.lane_order != "length":
+            a["order"] = a["classes"] = None
+            self.measure(-(-n // threads), threads, stream, *args, sizes)
+        else:
+            a["order"], a["classes"] = self._row_order(k, n, value_ends, stream)
+            self.measure_ordered(-(-n // threads), threads, stream, *args, sizes, a["order"])
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)
         sized = self._cuda.event(timing=False)
         sized.record(stream)
         return _Pass(slot, stream, n, a, host_sizes, sized)
 
+    def _row_order(self, k: str, n: int, value_ends: Any, stream: Any) -> tuple[Any, Any]:
+        """Queue the making of the order pass 1's threads take the rows in (``length``), on the slot's stream.
+
+        Each row's length class, then the rows sorted by it; the classes are kept for pass 2.
+        """
+        order = self._device(k + "order", n, np.int64)
+        blocks = -(-n // THREADS)
+        classes = self._device(k + "classes", n, np.uint8)
+        counts, cursors = self._class_counts(k, 1, stream)
+        self._ordering["length_classes"](blocks, THREADS, stream, value_ends, classes, counts)
+        self._ordering["class_starts"](1, THREADS, stream, self._whole, counts, cursors)
+        self._ordering["place_rows"](blocks, THREADS, stream, classes, self._whole, cursors, order)
+        return order, classes
+
+    def _piece_order(self, handle: _Pass, bounds: I64) -> None:
+        """Queue the making of pass 2's order: each piece's rows (``bounds``) in their own span, by length class.
+
+        Rewrites the slot's order in place: pass 1, which read it, is queued before on the same stream.
+        """
+        a, stream, k, n = handle.arrays, handle.stream, f"{handle.index}.", handle.n
+        segments = len(bounds) - 1
+        device_bounds = self._put(k + "bounds", bounds, stream)
+        counts, cursors = self._class_counts(k, segments, stream)
+        blocks = -(-n // THREADS)
+        self._ordering["count_classes"](blocks, THREADS, stream, a["classes"], device_bounds, counts)
+        self._ordering["class_starts"](-(-segments // THREADS), THREADS, stream, device_bounds, counts, cursors)
+        self._ordering["place_rows"](blocks, THREADS, stream, a["classes"], device_bounds, cursors, a["order"])
+
+    def _class_counts(self, k: str, segments: int, stream: Any) -> tuple[Any, Any]:
+        """The slot's class counts and cursors for ``segments`` segments (whole buffers: launch parameters kept).
+
+        The counts are zeroed once, when allocated: :func:`class_starts` leaves them 0 after each use.
+        """
+        name = k + "counts"
+        held = self._arrays.get(name)
+        counts = self._buffer(name, segments * CLASSES, np.int32)
+        if counts is not held:
+            counts.copy_to_device(np.zeros(counts.shape[0], dtype=np.int32), stream=stream)
+        return counts, self._buffer(k + "cursors", segments * CLASSES, np.int32)
+
     def sizes(self, handle: _Pass) -> I64:
         """Wait for the batch's pass 1; a copy of its sizes (the page-locked buffer is the slot's)."""
         handle.sized.synchronize()
         return np.array(handle.sizes[: handle.n])
 
-    def submit_write(self, handle: _Pass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+    def submit_write(
+        self, handle: _Pass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8], rows: I64 | None = None
+    ) -> None:
         """Queue pass 2 on the slot's stream and the copies of its output into ``out`` (page-locked).
 
         The output goes through :data:`OUT_BUFFERS` device buffers in pieces of about
@@ -407,26 +446,36 @@ class CudaExecutor(Executor):
         written into the other buffer: the device holds two pieces, not a whole batch's output (as
         large as its values). A piece's launch waits, on the device, for the copy out of the piece
         its buffer held before (the batch before's, on another slot, too); the host does not wait.
+        With ``rows``, a piece's launch has a thread for each of its own rows only (:func:`piece_rows`),
+        and with ``length`` those rows are sorted by length class within the piece first.
         """
         pieces = write_pieces(offsets, piece_bytes(int(offsets[-1]), self.write_piece_bytes))
         if not pieces:
             return
         a, stream, n = handle.arrays, handle.stream, handle.n
         device_starts = self._put(f"{handle.index}.starts", starts, stream)
+        bounds = piece_rows(pieces, offsets, rows, n)
+        if bounds is not None and len(pieces) > 1 and a["order"] is not None:
+            self._piece_order(handle, bounds)
+        firsts = [0] * len(pieces) if bounds is None else bounds[:-1].tolist()
+        lasts = [n] * len(pieces) if bounds is None else bounds[1:].tolist()
         largest = max(hi - lo for lo, hi in pieces)
         buffers = [self._buffer(f"out.{b}", largest, np.uint8) for b in range(min(OUT_BUFFERS, len(pieces)))]
         copies = self._copy_stream()
         writers = self._writers_after(stream, len(buffers))
         threads = self.write_threads
-        blocks = -(-n // threads)
+        args = (a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops, *a["content"])
+        args += (*a["records"], device_starts)
         for at, (lo, hi) in enumerate(pieces):
             b = at % len(buffers)
             writer = writers[b % len(writers)]
             self._freed[b].wait(writer)
-            self.write(
-                blocks, threads, writer, a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3],
-                self.nprops, *a["content"], *a["records"], device_starts, lo, hi, buffers[b],
-            )  # fmt: skip
+            first, last = firsts[at], lasts[at]
+            blocks = -(-(last - first) // threads)
+            if a["order"] is None:
+                self.write(blocks, threads, writer, *args, first, last, lo, hi, buffers[b])
+            else:
+                self.write_ordered(blocks, threads, writer, *args, a["order"], first, last, lo, hi, buffers[b])
             self._written[b].record(writer)
             self._written[b].wait(copies)
             self._copy_out(buffers[b], out[lo:hi], copies)

@@ -1,10 +1,14 @@
 """Where the lane's two passes run: the :class:`Executor` interface, and the CPU one the tests use.
 
-The CUDA executor is :class:`gpu_stage.transform.device.cuda.CudaExecutor`.
+The CUDA executor is :class:`gpu_stage.transform.device.cuda.CudaExecutor`. Both cut pass 2's output
+into pieces at row boundaries (:func:`write_pieces`), launch each piece over its own rows
+(:func:`piece_rows`), and have their threads take the rows in the order
+:mod:`gpu_stage.transform.device.order` makes (:attr:`Executor.lane_order`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,13 +17,51 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gpu_stage.transform.api import LaneOrder
 from gpu_stage.transform.device import slots as layout
 from gpu_stage.transform.device.columns import I64, LaneInput
 from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.merge import starts_of
+from gpu_stage.transform.device.order import CLASSES, WHOLE_BATCH
 from gpu_stage.transform.device.tables import ContentTables
 
 log = logging.getLogger(__name__)
+
+I32 = npt.NDArray[np.int32]
+
+
+def write_pieces(offsets: I64, piece_bytes: int) -> list[tuple[int, int]]:
+    """The output ``[0, offsets[-1])`` cut at row boundaries (``offsets``, ascending) into pieces.
+
+    Each piece ends at the first boundary at or after the next multiple of ``piece_bytes`` past its
+    start, so it holds at most ``piece_bytes`` plus one row. No pieces for an empty output; one for
+    ``piece_bytes`` 0.
+    """
+    total = int(offsets[-1])
+    if piece_bytes <= 0:
+        return [(0, total)] if total else []
+    cuts = [0]
+    while cuts[-1] < total:
+        at = int(np.searchsorted(offsets, cuts[-1] + piece_bytes, side="left"))
+        cuts.append(int(offsets[min(at, len(offsets) - 1)]))
+    return list(itertools.pairwise(cuts))
+
+
+def piece_rows(pieces: list[tuple[int, int]], offsets: I64, rows: I64 | None, n: int) -> I64 | None:
+    """The rows of each of pass 2's ``pieces``: piece ``k`` writes only rows of ``[bounds[k], bounds[k + 1])``.
+
+    ``offsets`` are the output's row boundaries and ``rows`` the batch row of each (``offsets[i]``
+    starts row ``rows[i]``'s datum). A piece's rows start at the row whose datum starts the piece
+    (0 for the first; the last piece's end at ``n``), so a row with no datum goes with the piece
+    before it. None without ``rows``: each piece then looks at every row.
+    """
+    if rows is None:
+        return None
+    bounds = np.empty(len(pieces) + 1, dtype=np.int64)
+    bounds[0], bounds[-1] = 0, n
+    firsts = np.searchsorted(offsets, [lo for lo, _ in pieces[1:]], side="left")
+    bounds[1:-1] = rows[firsts]
+    return bounds
 
 
 class Executor:
@@ -31,6 +73,10 @@ class Executor:
     """
 
     SLOTS = 2
+    lane_order: LaneOrder = "arrival"
+    """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
+    as they came, or ``length``, rows of like body length side by side
+    (:mod:`gpu_stage.transform.device.order`). The output is the same."""
 
     def __init__(self) -> None:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
@@ -59,11 +105,15 @@ class Executor:
         """Wait for pass 1: each row's encoded size, or ``slots.NOT_TAKEN`` / ``UPSTREAM_ERROR``."""
         raise NotImplementedError
 
-    def submit_write(self, handle: Any, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
+    def submit_write(
+        self, handle: Any, starts: I64, offsets: I64, out: npt.NDArray[np.uint8], rows: I64 | None = None
+    ) -> None:
         """Start pass 2: each taken row's datum at ``starts[r]`` (-1: skip) of ``out``.
 
         ``offsets`` are the output's row boundaries, ascending from 0 to its size (the rows the
         native core fills in included): an executor may write the output in pieces cut there.
+        ``rows`` are the batch rows whose datums start at ``offsets[:-1]``: with them a piece's
+        launch takes that piece's rows only (:func:`piece_rows`), else every row.
         """
         raise NotImplementedError
 
@@ -81,24 +131,34 @@ class Executor:
         starts, taken, offsets = starts_of(sizes)
         total = int(offsets[-1])
         out = self._host("out", total)
-        self.submit_write(handle, starts, offsets, out)
+        self.submit_write(handle, starts, offsets, out, taken)
         self.wait(handle)
         return sizes, taken, offsets, out[:total]
 
 
 @dataclass
 class _CpuPass:
-    """A batch between the passes on the CPU: its input, its values' copy and pass 1's per-row state."""
+    """A batch between the passes on the CPU: its input, its values' copy, pass 1's per-row state and row order.
+
+    With ``length``, ``classes`` are the rows' length classes (pass 2 sorts each piece's rows by
+    them) and ``order`` the rows in the order pass 1's threads took them; None with ``arrival``.
+    """
 
     li: LaneInput
     values: npt.NDArray[np.uint8]
     slots: I64
     content: tuple[Any, ...]
     sizes: I64
+    classes: npt.NDArray[np.uint8] | None = None
+    order: I64 | None = None
 
 
 class CpuExecutor(Executor):
-    """The lane compiled for the CPU: the same code as on the device, what the tests compare."""
+    """The lane compiled for the CPU: the same code as on the device, what the tests compare.
+
+    The device's row order too (:attr:`Executor.lane_order`), and pass 2's pieces where
+    :attr:`write_piece_bytes` asks for them (by default, the output in one piece).
+    """
 
     def __init__(self, tables: ContentTables, max_bytes: int, cache: Path | None = None) -> None:
         """Compile the lane with numba for this CPU (or load it from ``cache``)."""
@@ -106,6 +166,29 @@ class CpuExecutor(Executor):
         self.fns = compile_lane("cpu", cache)
         self.tables = tables
         self.max_bytes = max_bytes
+        self.write_piece_bytes = 0
+        """Pass 2's largest output piece, as the CUDA executor's (0: the whole output in one piece)."""
+
+    def row_order(self, value_ends: I64) -> tuple[npt.NDArray[np.uint8], I64]:
+        """Each row's length class, and the rows sorted by it (the order of pass 1's threads with ``length``)."""
+        n = len(value_ends)
+        classes = np.zeros(n, dtype=np.uint8)
+        order = np.empty(n, dtype=np.int64)
+        counts = np.zeros(CLASSES, dtype=np.int32)
+        self.fns.length_classes(value_ends, classes, counts)
+        self._place(classes, np.array(WHOLE_BATCH, dtype=np.int64), counts, order)
+        return classes, order
+
+    def piece_order(self, classes: npt.NDArray[np.uint8], bounds: I64, order: I64) -> None:
+        """``order`` made pass 2's: each piece's rows (``bounds``: :func:`piece_rows`) in its own span, by class."""
+        counts = np.zeros((len(bounds) - 1) * CLASSES, dtype=np.int32)
+        self.fns.count_classes(classes, bounds, counts)
+        self._place(classes, bounds, counts, order)
+
+    def _place(self, classes: npt.NDArray[np.uint8], bounds: I64, counts: I32, order: I64) -> None:
+        cursors = np.empty_like(counts)
+        self.fns.class_starts(bounds, counts, cursors)
+        self.fns.place_rows(classes, bounds, cursors, order)
 
     def submit(self, li: LaneInput, n: int, slot: int) -> _CpuPass:
         """Pass 1, run here and now, on a copy of the values.
@@ -120,38 +203,38 @@ class CpuExecutor(Executor):
         cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
         cd = np.zeros((n, width), dtype=np.float64)
         sizes = np.zeros(n, dtype=np.int64)
+        args = (values, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
-        self.fns.measure(
-            values,
-            li.value_ends,
-            *li.record_columns(),
-            self.max_bytes,
-            slots,
-            *t.args(),
-            cs,
-            ce,
-            cv,
-            cd,
-            *rows,
-            sizes,
-        )
-        return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
+        if self.lane_order != "length":
+            self.fns.measure(*args, *rows, sizes)
+            return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
+        classes, order = self.row_order(li.value_ends[:n])
+        self.fns.measure_ordered(*args, *rows, sizes, order)
+        return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes, classes, order)
 
     def sizes(self, handle: _CpuPass) -> I64:
         """Pass 1's sizes (already there)."""
         return handle.sizes
 
-    def submit_write(self, handle: _CpuPass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8]) -> None:
-        """Pass 2, run here and now, in one piece."""
-        li, t = handle.li, self.tables
-        total = int(offsets[-1])
-        target = out if total else np.zeros(1, dtype=np.uint8)
-        rows = (li.partitions, li.offsets, li.timestamps)
+    def submit_write(
+        self, handle: _CpuPass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8], rows: I64 | None = None
+    ) -> None:
+        """Pass 2, run here and now, piece by piece (:attr:`write_piece_bytes`), each over its own rows."""
+        li, t, n = handle.li, self.tables, len(starts)
+        pieces = write_pieces(offsets, self.write_piece_bytes)
+        bounds = piece_rows(pieces, offsets, rows, n)
+        order, classes = handle.order, handle.classes
+        if order is not None and classes is not None and bounds is not None and len(pieces) > 1:
+            self.piece_order(classes, bounds, order)
         keys, _, _, headers, _ = li.record_columns()
-        self.fns.write(
-            handle.values, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content,
-            *rows, starts, 0, total, target,
-        )  # fmt: skip
+        args = (handle.values, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content)
+        args += (li.partitions, li.offsets, li.timestamps, starts)
+        for k, (lo, hi) in enumerate(pieces):
+            first, last = (0, n) if bounds is None else (int(bounds[k]), int(bounds[k + 1]))
+            if order is None:
+                self.fns.write(*args, first, last, lo, hi, out[lo:hi])
+            else:
+                self.fns.write_ordered(*args, order, first, last, lo, hi, out[lo:hi])
 
     def wait(self, handle: _CpuPass) -> None:
         """Nothing to wait for."""

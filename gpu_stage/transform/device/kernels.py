@@ -23,7 +23,9 @@ from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
-_SOURCES = ("scan.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py")
+_SOURCES = (
+    "scan.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py", "order.py",
+)  # fmt: skip
 
 
 @functools.cache
@@ -56,6 +58,7 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             ns.update(jit=plain, kernel=plain)
             ns["lane_start"] = plain(_zero)
             ns["lane_step"] = plain(_one)
+            ns["atomic_add"] = plain(_add)
         else:
             cuda: Any = importlib.import_module("numba.cuda")
             # Kernels are cached whole (their device functions are compiled into them).
@@ -63,6 +66,7 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             exec(_GRID_SOURCE, ns)
             ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
             ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
+            ns["atomic_add"] = cuda.jit(device=True)(ns["atomic_add"])
         for source in _SOURCES:
             path = _HERE / source
             exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
@@ -115,7 +119,15 @@ def _one() -> int:
     return 1
 
 
-# The first row and the row stride of a grid-stride loop; ``cuda`` must be a global of the functions.
+def _add(array: Any, i: int, value: int) -> Any:
+    """``array[i] += value``, returning the value before (one thread: no other can come between)."""
+    old = array[i]
+    array[i] = old + value
+    return old
+
+
+# The first row and the row stride of a grid-stride loop, and an atomic add that returns the value
+# before; ``cuda`` must be a global of the functions.
 _GRID_SOURCE = """
 from numba import cuda
 
@@ -126,4 +138,8 @@ def lane_start():
 
 def lane_step():
     return cuda.gridsize(1)
+
+
+def atomic_add(array, i, value):
+    return cuda.atomic.add(array, i, value)
 """

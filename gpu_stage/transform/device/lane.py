@@ -61,6 +61,7 @@ class LaneTransform:
         self.native = NativeBackend(settings, threads=settings.native_threads or usable_cores())
         tables = ContentTables.of(record.content_schema)
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
+        self.executor.lane_order = settings.lane_order
         self.taken_rows = 0
         self.rows = 0
         self.min_rows = settings.gpu_min_batch

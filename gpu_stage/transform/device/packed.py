@@ -281,7 +281,7 @@ class PackedLane:
         job.rest = (rest_buf, rest_ends, rest_starts)
         job.taken = n - len(slow)
         with self.clock.stage("lane_submit"):
-            self.executor.submit_write(job.handle, starts, job.offsets, job.out)
+            self.executor.submit_write(job.handle, starts, job.offsets, job.out, job.rows)
 
     def _finish(self, job: _Job) -> ParseResult:
         n = len(job.batch)

@@ -5,6 +5,9 @@ content (:mod:`gpu_stage.transform.device.content`) and returns the row's encode
 :data:`NOT_TAKEN` when the lane does not take the body. Pass 1 changes the values it reads (decoding
 in place): the device works on its own copy of them, and the CPU build copies them first. Pass 2
 (:func:`write`) writes the datum at its offset from those slots (:mod:`gpu_stage.transform.device.emit`).
+Thread ``t`` takes row ``t``, or in :func:`measure_ordered` and :func:`write_ordered` row
+``order[t]``, a permutation of the rows (:mod:`gpu_stage.transform.device.order`: rows of like length
+side by side); each row's results go to places of its own, so the order changes no byte.
 
 Of the dead letters the lane finds those whose text is a constant: upstream error bodies
 (:data:`UPSTREAM_ERROR`), and bodies that are not UTF-8, not JSON or not an object (from the strict
@@ -184,7 +187,7 @@ def measure(
     tss,
     sizes,
 ):
-    """Pass 1 over every row (one thread per row on the device, a loop on the CPU)."""
+    """Pass 1 over every row (one thread per row on the device, a loop on the CPU), the rows as they came."""
     r = lane_start()
     step = lane_step()
     while r < sizes.shape[0]:
@@ -221,15 +224,86 @@ def measure(
 
 
 @kernel
-def write(b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, lo, hi, out):
-    """Pass 2: each taken row whose datum starts in ``[lo, hi)`` written at ``starts[r] - lo``.
+def measure_ordered(
+    b,
+    vends,
+    kb,
+    kends,
+    knull,
+    hb,
+    hends,
+    max_bytes,
+    slots,
+    ptab,
+    pnames,
+    pends,
+    nprops,
+    required,
+    closed_schema,
+    pmin,
+    pmax,
+    enames,
+    eends,
+    cs,
+    ce,
+    cv,
+    cd,
+    parts,
+    offs,
+    tss,
+    sizes,
+    order,
+):
+    """:func:`measure` with thread ``t`` on row ``order[t]``, a permutation of the rows."""
+    t = lane_start()
+    step = lane_step()
+    while t < sizes.shape[0]:
+        r = order[t]
+        sizes[r] = measure_row(
+            b,
+            vends,
+            kb,
+            kends,
+            knull,
+            hb,
+            hends,
+            max_bytes,
+            slots,
+            r,
+            ptab,
+            pnames,
+            pends,
+            nprops,
+            required,
+            closed_schema,
+            pmin,
+            pmax,
+            enames,
+            eends,
+            cs,
+            ce,
+            cv,
+            cd,
+            parts,
+            offs,
+            tss,
+        )
+        t += step
+
+
+@kernel
+def write(
+    b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, first, last, lo, hi, out
+):
+    """Pass 2: each taken row of ``[first, last)`` whose datum starts in ``[lo, hi)`` written at ``starts[r] - lo``.
 
     ``starts[r]`` is -1 where the row is not taken (nothing written). The bounds let the output be
-    written in pieces, through a device buffer the size of a piece.
+    written in pieces, through a device buffer the size of a piece, each launch over the rows that
+    may start in it.
     """
-    r = lane_start()
+    r = first + lane_start()
     step = lane_step()
-    while r < starts.shape[0]:
+    while r < last:
         q = starts[r]
         if q >= lo and q < hi:
             emit(
@@ -254,3 +328,39 @@ def write(b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, 
                 True,
             )
         r += step
+
+
+@kernel
+def write_ordered(
+    b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, order, first, last, lo,
+    hi, out,
+):  # fmt: skip
+    """:func:`write` with thread ``t`` on row ``order[first + t]``: ``order[first:last]`` holds the rows."""
+    t = first + lane_start()
+    step = lane_step()
+    while t < last:
+        r = order[t]
+        q = starts[r]
+        if q >= lo and q < hi:
+            emit(
+                b,
+                kb,
+                hb,
+                slots,
+                r,
+                ptab,
+                pnames,
+                pends,
+                nprops,
+                cs,
+                ce,
+                cv,
+                cd,
+                parts[r],
+                offs[r],
+                tss[r],
+                out,
+                q - lo,
+                True,
+            )
+        t += step
