@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench import backends, corpus, machine, peers
+from bench import backends, corpora, machine, peers
 from bench.checksum import Checksum
 from bench.transform import add_lane_knobs, lane_knobs, set_lane_knobs
 from gpu_stage.runtime import tune_process, usable_cores
@@ -28,17 +28,29 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def _default_lane_order() -> str:
+    from gpu_stage.transform import TransformSettings
+
+    return TransformSettings.lane_order
+
+
+def _lane_orders(text: str) -> list[str]:
+    """``--lane-orders``: a comma list of the device lane's thread orders, each known."""
+    from gpu_stage.transform import LANE_ORDERS
+
+    orders = [x for x in text.split(",") if x]
+    unknown = [x for x in orders if x not in LANE_ORDERS]
+    if unknown or not orders:
+        msg = f"must be a comma list of {', '.join(LANE_ORDERS)}, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return list(dict.fromkeys(orders))
+
+
 def parser() -> argparse.ArgumentParser:
     """Command-line options."""
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--records", type=int, default=50_000, help="corpus size (generated or read)")
-    p.add_argument("--seed", type=int, default=corpus.CorpusConfig.seed)
-    p.add_argument("--bad-rate", type=float, default=corpus.CorpusConfig.bad_rate, help="malformed bodies injected")
-    p.add_argument(
-        "--sizes", type=corpus.parse_sizes, default=corpus.SIZES, help="body size mix, e.g. 1024:1 for 1 KB only"
-    )
-    p.add_argument("--corpus-in", type=Path, help="read the corpus from this file instead of generating it")
-    p.add_argument("--corpus-out", type=Path, help="write the corpus here (for a run on another host)")
+    corpora.add_options(p)
     p.add_argument("--backends", default="gpu,cpu", help="gpu_stage backends; gpu is skipped where unusable")
     p.add_argument("--peers", default="orjson,msgspec", help="Python peers, each on one core and on all cores")
     p.add_argument("--workers", type=int, default=usable_cores(), help="processes for the all-core peers")
@@ -72,18 +84,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--with-flink", action="store_true", help="also run the Flink SQL peer (needs Java and PyFlink)")
     p.add_argument("--flink-records", type=int, default=5_000, help="cap of the Flink peer's input")
     p.add_argument("--out", type=Path, help="result JSON (default bench/results/bench-<host>.json); PNG next to it")
+    p.add_argument(
+        "--lane-orders",
+        type=_lane_orders,
+        default=[_default_lane_order()],
+        help="the device lane's thread orders to run the gpu backend in, each an engine of its own: arrival "
+        "(as they come) and/or length (bodies of like length side by side in a warp); an order other than "
+        f"the lane's default ({_default_lane_order()}) ends its engines' names, e.g. gpu_stage-gpu-packed-length",
+    )
     add_lane_knobs(p)
     return p
-
-
-def _load_corpus(args: argparse.Namespace) -> corpus.Corpus:
-    if args.corpus_in is not None:
-        return corpus.read(args.corpus_in, limit=args.records)
-    cfg = corpus.CorpusConfig(records=args.records, seed=args.seed, bad_rate=args.bad_rate, sizes=args.sizes)
-    made = corpus.generate(cfg)
-    if args.corpus_out is not None:
-        corpus.write(made, args.corpus_out)
-    return made
 
 
 def _entry(engine: str, records: int, nbytes: int, seconds: float, checksum: Checksum) -> dict[str, Any]:
@@ -152,22 +162,50 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
             print(f"  gpu_stage-{name}: skipped ({why_not})", flush=True)
             continue
         set_lane_knobs(backend, lane_knobs(args))
+        executor = getattr(getattr(backend, "lane", None), "executor", None)
+        orders = args.lane_orders if executor is not None else [None]
         for packed in {"objects": [False], "packed": [True], "both": [False, True]}[args.input]:
-            size = min(args.batch_size, len(values))
-            run = backends.run(backend, backends.batches(values, size), True, settings, packed, args.passes)
-            main_runs.append(run.as_dict())
-            print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
-            for size in args.sweep:
-                need = args.sweep_min_records or max(len(values), 3 * size)
-                sized = backends.batches(values, size, need)
-                point = backends.run(backend, sized, False, settings, packed, args.passes).as_dict()
-                sweep.append(point)
-                print(
-                    f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
-                    f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms",
-                    flush=True,
-                )
+            for order in orders:
+                if order is not None:
+                    executor.lane_order = order
+                main_runs.append(_as_order(_main_run(args, backend, values, settings, packed), order))
+                print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
+                sweep += [_as_order(point, order) for point in _sweep(args, backend, values, settings, packed)]
     return main_runs, sweep
+
+
+def _main_run(
+    args: argparse.Namespace, backend: Any, values: list[bytes], settings: Any, packed: bool
+) -> dict[str, Any]:
+    """One backend's main run over the corpus, with the value checksum."""
+    size = min(args.batch_size, len(values))
+    return backends.run(backend, backends.batches(values, size), True, settings, packed, args.passes).as_dict()
+
+
+def _sweep(
+    args: argparse.Namespace, backend: Any, values: list[bytes], settings: Any, packed: bool
+) -> list[dict[str, Any]]:
+    """One backend at each ``--sweep`` batch size."""
+    points = []
+    for size in args.sweep:
+        need = args.sweep_min_records or max(len(values), 3 * size)
+        sized = backends.batches(values, size, need)
+        point = backends.run(backend, sized, False, settings, packed, args.passes).as_dict()
+        points.append(point)
+        print(
+            f"    sweep {size}: {point['records_per_s']:,.0f} records/s, "
+            f"p50 {point['batch_latency_ms_p50']} ms, p99 {point['batch_latency_ms_p99']} ms",
+            flush=True,
+        )
+    return points
+
+
+def _as_order(entry: dict[str, Any], order: str | None) -> dict[str, Any]:
+    """A device lane run's entry with its thread order, which ends the engine's name unless it is the default."""
+    if order is None:
+        return entry
+    suffix = "" if order == _default_lane_order() else f"-{order}"
+    return entry | {"engine": entry["engine"] + suffix, "lane_order": order}
 
 
 def table(engines: list[dict[str, Any]]) -> str:
@@ -176,16 +214,16 @@ def table(engines: list[dict[str, Any]]) -> str:
     peer_names = [e["engine"] for e in done if not e["engine"].startswith("gpu_stage")]
     # Flink's marginal rate (start-up excluded) where it could be measured: the fairer figure for it.
     rate = {e["engine"]: e.get("marginal_records_per_s") or e["records_per_s"] for e in done}
-    head = f"{'engine':<22}{'records/s':>12}{'MB/s':>9}  {'checksum':<9}"
+    head = f"{'engine':<30}{'records/s':>12}{'MB/s':>9}  {'checksum':<9}"
     head += "".join(f"{'x ' + p:>20}" for p in peer_names)
     lines = [head, "-" * len(head)]
     for e in done:
         ratios = "".join(f"{rate[e['engine']] / rate[p]:>20.2f}" for p in peer_names)
         mb_s = e["input_mb_per_s"] * rate[e["engine"]] / e["records_per_s"]
         lines.append(
-            f"{e['engine']:<22}{rate[e['engine']]:>12,.0f}{mb_s:>9.1f}  {e.get('checksum_ok', '-')!s:<9}{ratios}"
+            f"{e['engine']:<30}{rate[e['engine']]:>12,.0f}{mb_s:>9.1f}  {e.get('checksum_ok', '-')!s:<9}{ratios}"
         )
-    lines += [f"{e['engine']:<22}skipped: {e['skipped']}" for e in engines if "skipped" in e]
+    lines += [f"{e['engine']:<30}skipped: {e['skipped']}" for e in engines if "skipped" in e]
     return "\n".join(lines)
 
 
@@ -204,13 +242,16 @@ def _check(engines: list[dict[str, Any]], reference: dict[str, int]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run everything asked for, print the table, write JSON (and the sweep PNG)."""
     logging.basicConfig(level=logging.WARNING)
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    corpora.check(p, args)
     facts = machine.facts()
-    data = _load_corpus(args)
+    data = corpora.load(args, args.records)
     tune_process()  # as the worker does; the peers run under the same setting
     info = data.facts()
     print(
-        f"corpus: {info['records']:,} bodies, {info['bytes'] / 1e6:.1f} MB, mean {info['mean_body_bytes']} B, "
+        f"corpus {info['config'].get('corpus', 'generated')}: {info['records']:,} bodies, "
+        f"{info['bytes'] / 1e6:.1f} MB, mean {info['mean_body_bytes']} B, "
         f"a warp's longest body {info['warp_longest_to_mean']}x the mean, sha256 {info['sha256'][:16]}",
         flush=True,
     )
@@ -230,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": facts,
         "corpus": info,
         "batch_size": args.batch_size,
-        "lane": {k: v for k, v in lane_knobs(args).items() if v is not None},
+        "lane": {k: v for k, v in lane_knobs(args).items() if v is not None} | {"orders": args.lane_orders},
         "engines": engines,
         "sweep": sweep,
         "table": text.splitlines(),

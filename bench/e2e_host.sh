@@ -22,6 +22,8 @@
 # not 0), the workers' --partition-by key then source; COMPRESSION_PAIRS (default 0) pairs of GPU
 # throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
 # workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
+# E2E_CORPUS (default real) is the throughput runs' --corpus (synth: the ~1 KB bodies they loaded before
+# the real-shaped corpus); the latency runs offer gpu_stage.synth's bodies.
 # GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
 # running at the end (a later call on the same host reuses it, warm).
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
@@ -37,7 +39,7 @@ broker_pid=$(cat "$stack_dir/broker.pid")
 run() {
     [ "${THROUGHPUT:-1}" = 0 ] && return
     python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" \
-        --broker-pid "$broker_pid" "$@" >> "$out/e2e.log" 2>&1 || status=1
+        --corpus "${E2E_CORPUS:-real}" --broker-pid "$broker_pid" "$@" >> "$out/e2e.log" 2>&1 || status=1
 }
 host=${E2E_HOST_NAME:-h200}
 if [ "${CPU_WORKERS:-12}" -gt 0 ]; then

@@ -1,11 +1,12 @@
 """``python -m bench.e2e_worker``: raw → typed through a real broker, K gpu_stage workers in one group.
 
-Loads N generated raw records (``gpu_stage.synth`` bodies, unique keys, the connector's headers) into
-a fresh raw topic of P partitions in one open transaction (not timed), starts K ``python -m gpu_stage``
-workers in one consumer group (one Kafka transaction per batch, ``read_committed``), commits the load
-once all K are in the group and own partitions (so none starts ahead of the others), stops them once
-the group has committed the end of every raw partition, and then checks that the ``read_committed``
-typed and DLQ topics hold every key exactly once.
+Loads N raw records (bodies cycled from a pool of ``--pool`` distinct ones of ``--corpus``, by default
+the real-shaped corpus of :mod:`bench.real_corpus`, or read by ``--corpus-in``; unique keys, the
+connector's headers) into a fresh raw topic of P partitions in one open transaction (not timed),
+starts K ``python -m gpu_stage`` workers in one consumer group (one Kafka transaction per batch,
+``read_committed``), commits the load once all K are in the group and own partitions (so none starts
+ahead of the others), stops them once the group has committed the end of every raw partition, and
+then checks that the ``read_committed`` typed and DLQ topics hold every key exactly once.
 
 The rate is over the busy span: from the earliest first input record of any worker to the latest
 last commit, both taken from the workers' closing ``summary:`` lines (wall clock, same host), so
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import gc_log
+from bench import corpora, gc_log
 from bench.e2e_summary import cpu_figures, mean_steps, summaries
 from bench.machine import CpuWindow
 from gpu_stage import synth
@@ -63,15 +64,18 @@ TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
 LOAD_TXN_TIMEOUT_MS = 900_000
 
 
-def load_raw(kafka: KafkaSettings, topic: str, records: int, partitions: int, pool: int) -> RawLoad:
-    """Write ``records`` raw records (bodies cycled from a generated pool) in one open transaction.
+def load_raw(
+    kafka: KafkaSettings, topic: str, records: int, partitions: int, pool: int, values: list[bytes] | None = None
+) -> RawLoad:
+    """Write ``records`` raw records (bodies cycled from ``values``) in one open transaction.
 
-    ``read_committed`` workers see none of them until :meth:`RawLoad.commit`, so every worker can be
-    started and in the group first: the busy span then measures K workers, not the first ones to
-    finish starting up (the GPU backend compiles its kernels at start, for tens of seconds).
+    Without ``values``, ``min(records, pool)`` bodies of :mod:`gpu_stage.synth`. ``read_committed``
+    workers see none of them until :meth:`RawLoad.commit`, so every worker can be started and in the
+    group first: the busy span then measures K workers, not the first ones to finish starting up (the
+    GPU backend compiles its kernels at start, for tens of seconds).
     """
     create_topics(kafka, {topic: partitions}, TOPIC_CONFIG)
-    bodies = synth.bodies(min(records, pool))
+    bodies = values if values else synth.bodies(min(records, pool))
     producer = TransactionalProducer(
         kafka, f"bench-load-{uuid.uuid4().hex[:8]}", timeout_s=300,
         config={"linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
@@ -354,9 +358,10 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load, start the workers, release the load once they are all in the group, check; the result dictionary."""
     kafka = KafkaSettings(bootstrap=args.bootstrap, compression=args.compression)
+    pool = corpora.load(args, min(args.records, args.pool))
     topics = fresh_topics(kafka, args, with_raw=False)
     try:
-        load = load_raw(kafka, topics.raw, args.records, args.partitions, args.pool)
+        load = load_raw(kafka, topics.raw, args.records, args.partitions, args.pool, pool.values)
         log.info("loaded %d raw records into %s in %.1fs (not committed yet)", args.records, topics.raw, load.seconds)
         group, procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
         try:
@@ -384,7 +389,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep_topics:
             delete_topics(kafka, topics.all())
     return {
-        **common_result(args, codes, per_worker, check), "load_seconds": round(load.seconds, 2),
+        **common_result(args, codes, per_worker, check), "corpus": pool.facts(),
+        "load_seconds": round(load.seconds, 2),
         "join_seconds": round(joined_s, 2), "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
         "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
         **cpu_figures(cpu, per_worker, args.records),
@@ -397,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("INFO")
     p = argparse.ArgumentParser(prog="python -m bench.e2e_worker", description=__doc__)
     add_run_options(p, records=200_000, batch_records=20_000, batch_wait_ms=200)
-    p.add_argument("--pool", type=int, default=100_000, help="distinct bodies generated (then cycled)")
+    p.add_argument("--pool", type=int, default=100_000, help="distinct bodies made or read (then cycled)")
+    corpora.add_options(p)
     p.add_argument("--out", type=Path, default=None,
                    help="result JSON (default bench/results/e2e-<host>-<backend>.json)")
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
@@ -425,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="pairs of runs of --compare-consumer-config or --compare-worker-tree")
     args = p.parse_args(argv)
+    corpora.check(p, args)
     if args.compare_worker_tree:
         return compare_costs(args, "worker_tree", args.rounds, (args.compare_worker_tree, ""))
     if args.compare_consumer_config:
@@ -555,7 +563,9 @@ def paired_runs(
 
 
 def _print_run(args: argparse.Namespace, result: dict[str, Any]) -> None:
-    print(f"{result['records']:,} records, {args.workers} x gpu_stage --backend {args.backend} "
+    body = result.get("corpus", {})
+    print(f"{result['records']:,} records ({body.get('config', {}).get('corpus', 'generated')} corpus, "
+          f"mean {body.get('mean_body_bytes')} B), {args.workers} x gpu_stage --backend {args.backend} "
           f"--commit-overlap {args.commit_overlap}, {args.partitions} partitions: "
           f"{result['records_per_s']:,.0f} records/s over the busy span ({result['busy_span_seconds']} s), "
           f"{result['records_per_s_wall']:,.0f}/s over the whole {result['wall_seconds']} s; "

@@ -112,13 +112,13 @@ if [ "$what" = packed-peers ] || [ "$what" = all ]; then
         > "$out/gpu-peers-packed-h200.log" 2>&1
 fi
 if [ "$what" = peers-1k ]; then
-    # The transform target's comparison in one run: ~1 KB bodies only, gpu_stage held to one thread
-    # besides the one that feeds the device, the peers on every core.
-    step python -m bench --records 1000000 --sizes 1024:1 --backends gpu,cpu --input packed --batch-size 100000 \
-        --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
+    # The transform target's comparison in one run: ~1 KB generated bodies only, gpu_stage held to one
+    # thread besides the one that feeds the device, the peers on every core.
+    step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --backends gpu,cpu --input packed \
+        --batch-size 100000 --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
-    # Every backend, both GPU paths included, on the same bodies.
+    # Every backend, both GPU paths included, on the same bodies; then the harness on the real-shaped corpus.
     step python -m bench.transform --records 100000 --batch-size 50000 \
         --backends gpu,gpu-cudf,cpu,reference --out "$out/transform-all-h200.json" > "$out/gpu-peers-h200.log" 2>&1
     step python -m bench --records 100000 --backends gpu,cpu --sweep 1000,10000,100000,1000000 \

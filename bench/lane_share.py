@@ -3,9 +3,11 @@
 The device lane takes the bodies inside its subset, upstream error bodies and content the schema
 rejects included; the others (the other dead letters, JSON outside the subset) go to the native
 core, whose time on its threads bounds the GPU backend where that share is large. This runs pass 1
-of the lane compiled for the CPU (the device's code, so the same rows) over a generated corpus and
-sorts the rows it leaves by what the native core made of them: each dead letter by its reason, each
-row with invalid content by its error code's kind, the rest as outside the lane's subset. No GPU
+of the lane compiled for the CPU (the device's code, so the same rows) over a corpus (by default the
+real-shaped one, :mod:`bench.corpora`) and sorts the rows it leaves by what the native core made of
+them: each dead letter by its reason, each row with invalid content by its error code's kind, the
+rest as outside the lane's subset. It also counts, per trait of a body (:mod:`bench.traits`: its
+kind, layout, escapes, content, tools), how many of the bodies with it the lane leaves. No GPU
 needed; not a speed figure.
 """
 
@@ -21,7 +23,7 @@ from typing import Any, cast
 import fastavro
 import numpy as np
 
-from bench import corpus
+from bench import corpora, lane_reasons, traits
 from bench.transform import write_result
 from gpu_stage.synth import batch
 from gpu_stage.transform import NativeBackend, TransformSettings
@@ -51,10 +53,11 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
         k = row_at[r]
         datum = bytes(encoded.buf[encoded.offsets[k] : encoded.offsets[k + 1]])
         row = cast("dict[str, Any]", fastavro.schemaless_reader(io.BytesIO(datum), schema))
+        why = lane_reasons.reason(values[r])
         if row.get("content_valid") is False:
-            kinds[f"content invalid: {str(row.get('content_error')).split(':')[0]}"] += 1
+            kinds[f"content invalid ({str(row.get('content_error')).split(':')[0]}): {why}"] += 1
         else:
-            kinds["outside the lane's subset"] += 1
+            kinds[f"outside the lane's subset: {why}"] += 1
     return {
         "records": len(values),
         "left_to_native": len(left),
@@ -62,26 +65,37 @@ def share(values: list[bytes], settings: TransformSettings | None = None) -> dic
         "dead_letters": len(result.bad),
         "dead_letters_of_the_lane": len(LaneFound.of(sizes)),
         "by_kind": dict(kinds.most_common()),
+        "left_by_trait": left_by_trait(values, left),
     }
 
 
+def left_by_trait(values: list[bytes], left: list[int]) -> dict[str, list[int]]:
+    """Per body trait: [bodies with it the lane leaves, bodies with it], most left first."""
+    every = traits.count(values)
+    of_left = traits.count(values[r] for r in left)
+    return {name: [of_left[name], every[name]] for name in sorted(every, key=lambda n: (-of_left[n], n))}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Generate the corpus, count, print, write the JSON."""
+    """Make (or read) the corpus, count, print, write the JSON."""
     configure_logging("INFO")
     p = argparse.ArgumentParser(prog="python -m bench.lane_share", description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=20_000)
-    p.add_argument("--seed", type=int, default=corpus.CorpusConfig.seed)
-    p.add_argument("--sizes", type=corpus.parse_sizes, default=corpus.SIZES,
-                   help="body size mix, e.g. 1024:1 for 1 KB only")
+    corpora.add_options(p)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    cfg = corpus.CorpusConfig(records=args.records, seed=args.seed, sizes=args.sizes)
-    generated = corpus.generate(cfg)
-    result = {"corpus": generated.config} | share(generated.values)
+    corpora.check(p, args)
+    made = corpora.load(args, args.records)
+    result = {"corpus": made.facts()} | share(made.values)
+    log.info("corpus %s: %d bodies, mean %s B, sha256 %s", made.config.get("corpus", "generated"),
+             len(made.values), result["corpus"]["mean_body_bytes"], result["corpus"]["sha256"][:16])  # fmt: skip
     log.info("left to the native core: %d of %d (%.2f %%)", result["left_to_native"], result["records"],
              100 * result["left_share"])  # fmt: skip
     for kind, count in result["by_kind"].items():
         log.info("  %6d  %s", count, kind)
+    log.info("left by trait of the body (left / bodies with it):")
+    for name, (left, every) in result["left_by_trait"].items():
+        log.info("  %6d / %6d  %s", left, every, name)
     write_result(args.out, result)
     return 0
 

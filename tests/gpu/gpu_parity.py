@@ -10,7 +10,7 @@ from gpu_stage.transform.backends import gpu_unusable_reason
 from gpu_stage.transform.batch import ParseResult
 
 REASON = gpu_unusable_reason()
-CORPUS = Path(os.environ.get("VLLM_REAL_DIR", Path(__file__).resolve().parents[3] / "shared" / "corpus" / "vllm_real"))
+CORPUS = Path(os.environ.get("VLLM_REAL_DIR", Path(__file__).resolve().parents[2] / "bench" / "real_bodies"))
 
 
 def dead_letters(result: ParseResult) -> list[tuple[Any, ...]]:

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bench import escape_corpus, real_corpus
 from gpu_stage.synth import SynthConfig, batch, bodies
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.batch import RawBatch
@@ -26,6 +27,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"n
 
 SYNTH_RECORDS = 100_000
 SYNTH_BATCH = 10_000
+REAL_RECORDS = 100_000
+ESCAPE_RECORDS = 100_000
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +70,32 @@ def test_real_corpus_as_sent_and_compacted(cpu: ReferenceBackend, gpu: Any) -> N
     assert values
     check(cpu, gpu, RawBatch.of_values(values))
     check(cpu, gpu, RawBatch.of_values([orjson.dumps(orjson.loads(v)) for v in values]))
+
+
+def check_in_batches(cpu: ReferenceBackend, gpu: Any, values: list[bytes]) -> None:
+    """``values`` in batches of ``SYNTH_BATCH``, each compared whole."""
+    for start in range(0, len(values), SYNTH_BATCH):
+        check(cpu, gpu, batch(values[start : start + SYNTH_BATCH], first_offset=start))
+
+
+@pytest.fixture(scope="module")
+def real_values() -> list[bytes]:
+    return real_corpus.generate(REAL_RECORDS).values
+
+
+@pytest.fixture(scope="module")
+def escape_values() -> list[bytes]:
+    return escape_corpus.escape_bodies(ESCAPE_RECORDS).values
+
+
+def test_real_shaped_corpus(cpu: ReferenceBackend, gpu: Any, real_values: list[bytes]) -> None:
+    """The benchmark's default corpus: every kind of body real vLLM traffic holds, in its share."""
+    check_in_batches(cpu, gpu, real_values)
+
+
+def test_random_escape_bodies(cpu: ReferenceBackend, gpu: Any, escape_values: list[bytes]) -> None:
+    """Every JSON escape at random in every string, at the body's level and in the JSON held in strings."""
+    check_in_batches(cpu, gpu, escape_values)
 
 
 def test_empty_batch(cpu: ReferenceBackend, gpu: Any) -> None:

@@ -1,4 +1,4 @@
-"""The real vLLM bodies in the shared corpus, read from where they live (never copied here)."""
+"""The real vLLM bodies the repository carries (``bench/real_bodies``, sources in its ``SOURCES.md``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.contract.reference import ReferenceBackend
 from gpu_stage.transform.native import NativeBackend
 
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "vllm_real"
+CORPUS = Path(__file__).resolve().parents[3] / "bench" / "real_bodies"
 FILES = sorted(CORPUS.glob("*.json")) if CORPUS.is_dir() else []
 pytestmark = pytest.mark.skipif(not FILES, reason=f"corpus folder {CORPUS} is absent")
 
