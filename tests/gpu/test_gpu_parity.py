@@ -20,6 +20,7 @@ from gpu_stage.synth import SynthConfig, batch, bodies
 from gpu_stage.transform.api import TransformSettings
 from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.contract.reference import ReferenceBackend
+from gpu_stage.transform.native import NativeBackend
 from tests.gpu.gpu_parity import CORPUS, REASON, assert_same, first_difference
 from tests.vectors import batch_of, load_vectors
 
@@ -72,10 +73,19 @@ def test_real_corpus_as_sent_and_compacted(cpu: ReferenceBackend, gpu: Any) -> N
     check(cpu, gpu, RawBatch.of_values([orjson.dumps(orjson.loads(v)) for v in values]))
 
 
-def check_in_batches(cpu: ReferenceBackend, gpu: Any, values: list[bytes]) -> None:
-    """``values`` in batches of ``SYNTH_BATCH``, each compared whole."""
+@pytest.fixture(scope="module")
+def native() -> NativeBackend:
+    return NativeBackend(TransformSettings())
+
+
+def check_in_batches(cpu: ReferenceBackend, gpu: Any, native: NativeBackend, values: list[bytes]) -> None:
+    """``values`` in batches of ``SYNTH_BATCH``, each compared whole: reference, native core and GPU."""
     for start in range(0, len(values), SYNTH_BATCH):
-        check(cpu, gpu, batch(values[start : start + SYNTH_BATCH], first_offset=start))
+        raw = batch(values[start : start + SYNTH_BATCH], first_offset=start)
+        expected = cpu.parse(raw)
+        for side in (gpu.parse(raw), native.parse(raw)):
+            assert first_difference(expected, side) is None
+            assert_same(expected, side)
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +98,18 @@ def escape_values() -> list[bytes]:
     return escape_corpus.escape_bodies(ESCAPE_RECORDS).values
 
 
-def test_real_shaped_corpus(cpu: ReferenceBackend, gpu: Any, real_values: list[bytes]) -> None:
+def test_real_shaped_corpus(
+    cpu: ReferenceBackend, gpu: Any, native: NativeBackend, real_values: list[bytes]
+) -> None:
     """The benchmark's default corpus: every kind of body real vLLM traffic holds, in its share."""
-    check_in_batches(cpu, gpu, real_values)
+    check_in_batches(cpu, gpu, native, real_values)
 
 
-def test_random_escape_bodies(cpu: ReferenceBackend, gpu: Any, escape_values: list[bytes]) -> None:
+def test_random_escape_bodies(
+    cpu: ReferenceBackend, gpu: Any, native: NativeBackend, escape_values: list[bytes]
+) -> None:
     """Every JSON escape at random in every string, at the body's level and in the JSON held in strings."""
-    check_in_batches(cpu, gpu, escape_values)
+    check_in_batches(cpu, gpu, native, escape_values)
 
 
 def test_empty_batch(cpu: ReferenceBackend, gpu: Any) -> None:
