@@ -6,6 +6,8 @@ mix, with mutations), the harness's corpus before ``real``. ``synth``: gpu_stage
 alone, what the broker benchmarks loaded before ``real``. ``escapes``: bodies full of JSON escapes
 (:mod:`bench.escape_corpus`): for parity and the device lane's share, not a speed figure.
 ``--corpus-in FILE`` reads a corpus written by ``--corpus-out`` (on another host, say) instead.
+``--longest B`` drops the bodies longer than B bytes: the device lane's batch lasts as long as its
+longest body's walk, so a run with and one without the tail of long bodies shows what that tail costs.
 """
 
 from __future__ import annotations
@@ -32,12 +34,16 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    + ",".join(f"{size}:{share}" for size, share in corpus.SIZES) + ")")  # fmt: skip
     p.add_argument("--corpus-in", type=Path, help="read the corpus from this file instead of generating it")
     p.add_argument("--corpus-out", type=Path, help="write the corpus here (for a run on another host)")
+    p.add_argument("--longest", type=int, default=None,
+                   help="drop the bodies longer than this many bytes (the result says how many)")  # fmt: skip
 
 
 def check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse options that do not apply to the corpus asked for (``p.error`` exits)."""
     if args.sizes is not None and args.corpus != "generated":
         p.error(f"--sizes applies to --corpus generated, not {args.corpus}")
+    if args.longest is not None and args.longest < 1:
+        p.error(f"--longest must be a positive number of bytes, not {args.longest}")
 
 
 def make(
@@ -57,10 +63,21 @@ def make(
 
 
 def load(args: argparse.Namespace, records: int) -> corpus.Corpus:
-    """The corpus the options ask for: read from ``--corpus-in`` (its first ``records``) or made, then written."""
+    """The corpus the options ask for: read from ``--corpus-in`` (its first ``records``) or made, then written.
+
+    With ``--longest``, without the bodies longer than that (what is written is what is parsed).
+    """
     if args.corpus_in is not None:
-        return corpus.read(args.corpus_in, limit=records)
-    made = make(args.corpus, records, args.seed, args.bad_rate, args.sizes)
+        return at_most(corpus.read(args.corpus_in, limit=records), args.longest)
+    made = at_most(make(args.corpus, records, args.seed, args.bad_rate, args.sizes), args.longest)
     if args.corpus_out is not None:
         corpus.write(made, args.corpus_out)
     return made
+
+
+def at_most(made: corpus.Corpus, longest: int | None) -> corpus.Corpus:
+    """``made`` without its bodies longer than ``longest`` bytes; the config says how many went."""
+    if longest is None:
+        return made
+    kept = [v for v in made.values if len(v) <= longest]
+    return corpus.Corpus(kept, {**made.config, "longest": longest, "dropped": len(made.values) - len(kept)})

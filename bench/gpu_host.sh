@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -116,6 +116,27 @@ if [ "$what" = peers-1k ]; then
     # thread besides the one that feeds the device, the peers on every core.
     step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --backends gpu,cpu --input packed \
         --batch-size 100000 --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
+fi
+if [ "$what" = real ]; then
+    # The device lane's target on the real-shaped corpus (the harness's default) and, in its own run, on
+    # the generated ~1 KB bodies: 1 M bodies, 100 k packed batches, gpu_stage's native core on one thread,
+    # every peer on all cores.
+    step python -m bench --records 1000000 --corpus real --backends gpu,cpu --input packed \
+        --batch-size 100000 --native-threads 1 --out "$out/bench-real-h200.json" > "$out/gpu-peers-real-h200.log" 2>&1
+    step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --backends gpu,cpu --input packed \
+        --batch-size 100000 --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
+fi
+if [ "$what" = longest ]; then
+    # What a batch's longest bodies cost the device lane: the real-shaped corpus whole, then without its
+    # bodies over 8, 4, 2 and 1 KB (fewer bodies each time); device lane alone, 100 k packed batches.
+    real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}
+    lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)
+    step python -m bench --records 1000000 --corpus real --corpus-out "$real_file" "${lane_only[@]}" \
+        --out "$out/bench-real-longest-all-h200.json" > "$out/gpu-longest-h200.log" 2>&1
+    for cap in 8192 4096 2048 1024; do
+        step python -m bench --records 1000000 --corpus-in "$real_file" --longest "$cap" "${lane_only[@]}" \
+            --out "$out/bench-real-longest-$cap-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
+    done
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies; then the harness on the real-shaped corpus.

@@ -175,6 +175,19 @@ def test_corpus_options_make_and_read_back_each_corpus(tmp_path: Path) -> None:
     assert corpora.make("generated", 50, 4).sha256() == corpus.generate(corpus.CorpusConfig(50, 4)).sha256()
 
 
+def test_longest_drops_the_longer_bodies_and_says_how_many(tmp_path: Path) -> None:
+    full = corpora.load(bench_parser().parse_args(["--seed", "4"]), 400)
+    cap = sorted(map(len, full.values))[300]
+    path = tmp_path / "short.bin"
+    args = bench_parser().parse_args(["--seed", "4", "--longest", str(cap), "--corpus-out", str(path)])
+    short = corpora.load(args, 400)
+    expected = [v for v in full.values if len(v) <= cap]
+    assert short.values == expected and short.config["dropped"] == 400 - len(expected) > 0
+    assert corpora.load(bench_parser().parse_args(["--corpus-in", str(path)]), 400).values == expected
+    with pytest.raises(SystemExit):
+        corpora.check(bench_parser(), bench_parser().parse_args(["--longest", "0"]))
+
+
 def test_sizes_only_go_with_the_generated_corpus() -> None:
     p = bench_parser()
     corpora.check(p, p.parse_args(["--corpus", "generated", "--sizes", "1024:1"]))
