@@ -40,15 +40,21 @@ class _FloatText(str):
     __slots__ = ()
 
 
-def _floats(value: Any) -> Iterator[str]:
-    if isinstance(value, _FloatText):
-        yield str(value)
-    elif isinstance(value, dict):
+def _leaves(value: Any) -> Iterator[Any]:
+    """Every scalar in a decoded JSON value, depth first."""
+    if isinstance(value, dict):
         for item in value.values():
-            yield from _floats(item)
+            yield from _leaves(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _floats(item)
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _floats(value: Any) -> Iterator[str]:
+    """The floats of a value decoded with :class:`_FloatText`, as spelled."""
+    return (str(v) for v in _leaves(value) if isinstance(v, _FloatText))
 
 
 def _object_depth(value: Any) -> int:
@@ -88,14 +94,8 @@ def _tool_reason(arguments: Any) -> str | None:
 
 
 def _ints(value: Any) -> Iterator[int]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _ints(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _ints(item)
+    """The integers of a decoded value (not booleans)."""
+    return (v for v in _leaves(value) if isinstance(v, int) and not isinstance(v, bool))
 
 
 def _content_reason(content: Any) -> str | None:
