@@ -128,15 +128,20 @@ if [ "$what" = real ]; then
 fi
 if [ "$what" = longest ]; then
     # What a batch's longest bodies cost the device lane: the real-shaped corpus whole, then without its
-    # bodies over 8, 4, 2 and 1 KB (fewer bodies each time); device lane alone, 100 k packed batches.
+    # bodies over 4, 2 and 1 KB (fewer bodies each time); device lane alone, 100 k packed batches. Then
+    # the device timeline of the whole corpus, overlapped and serial (each pass's device time per batch).
     real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}
     lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)
     step python -m bench --records 1000000 --corpus real --corpus-out "$real_file" "${lane_only[@]}" \
         --out "$out/bench-real-longest-all-h200.json" > "$out/gpu-longest-h200.log" 2>&1
-    for cap in 8192 4096 2048 1024; do
+    for cap in 4096 2048 1024; do
         step python -m bench --records 1000000 --corpus-in "$real_file" --longest "$cap" "${lane_only[@]}" \
             --out "$out/bench-real-longest-$cap-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
     done
+    step python -m bench.lane_timeline --corpus-in "$real_file" --records 800000 \
+        --out "$out/lane-timeline-real-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
+    step python -m bench.lane_timeline --corpus-in "$real_file" --records 400000 --serial \
+        --out "$out/lane-timeline-real-serial-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies; then the harness on the real-shaped corpus.
