@@ -16,7 +16,7 @@ two_cores() { taskset -c 0,1 "$@"; }
 if [ "$what" = tests ] || [ "$what" = all ]; then
     step python -m tests.gpu.selfcheck > "$out/gpu-selfcheck-h200.log" 2>&1
     # test_gpu_stage_content checks the validator against jsonschema, a dev dependency GPU hosts may lack.
-    step env GPU_PARITY_OUT="$out/gpu-parity-h200.json" python -m pytest -q -p no:cacheprovider tests/gpu \
+    step env GPU_PARITY_OUT="$out/gpu-parity-h200.json" python -m pytest -q -p no:cacheprovider --durations 20 tests/gpu \
         tests/unit/gpu_stage --ignore=tests/unit/gpu_stage/test_gpu_stage_content.py > "$out/gpu-tests-h200.log" 2>&1
 fi
 if [ "$what" = lane-tests ]; then  # the device lane's own GPU tests (part of tests)
