@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|stalls|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -142,6 +142,21 @@ if [ "$what" = longest ]; then
         --out "$out/lane-timeline-real-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
     step python -m bench.lane_timeline --corpus-in "$real_file" --records 400000 --serial \
         --out "$out/lane-timeline-real-serial-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
+fi
+if [ "$what" = stalls ]; then
+    # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one
+    # 100 k batch of the real-shaped corpus and one of ~1 KB generated bodies, after two launches each.
+    real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}
+    [ -s "$real_file" ] || step python -m bench --records 300000 --corpus real --corpus-out "$real_file" \
+        --backends gpu --peers "" --input packed --batch-size 100000 > "$out/ncu-pass1-h200.log" 2>&1
+    sections=(--section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats
+        --section MemoryWorkloadAnalysis --section SchedulerStats)
+    for corpus in real generated; do
+        input=(); [ "$corpus" = real ] && input=(--corpus-in "$real_file")
+        step ncu --kernel-name regex:measure --launch-skip 2 --launch-count 1 "${sections[@]}" --csv --page details \
+            python -m bench.lane_timeline "${input[@]}" --records 300000 --serial \
+            --out "$out/lane-timeline-ncu-$corpus-h200.json" > "$out/ncu-pass1-$corpus-h200.csv" 2>> "$out/ncu-pass1-h200.log"
+    done
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
     # Every backend, both GPU paths included, on the same bodies; then the harness on the real-shaped corpus.
