@@ -18,7 +18,7 @@ import pytest
 from bench import escape_corpus, real_corpus
 from gpu_stage.synth import SynthConfig, batch, bodies
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.batch import ParseResult, RawBatch
 from gpu_stage.transform.contract.reference import ReferenceBackend
 from gpu_stage.transform.native import NativeBackend
 from tests.gpu.gpu_parity import CORPUS, REASON, assert_same, first_difference
@@ -47,9 +47,13 @@ def gpu(request: pytest.FixtureRequest) -> Any:
 
 
 def check(cpu: ReferenceBackend, gpu: Any, raw: RawBatch) -> None:
-    a, b = cpu.parse(raw), gpu.parse(raw)
-    assert first_difference(a, b) is None
-    assert_same(a, b)
+    matches(cpu.parse(raw), gpu.parse(raw))
+
+
+def matches(expected: ParseResult, result: ParseResult) -> None:
+    """``result`` byte for byte the reference's ``expected``; the first differing row named on failure."""
+    assert first_difference(expected, result) is None
+    assert_same(expected, result)
 
 
 def test_all_vectors_in_one_batch(cpu: ReferenceBackend, gpu: Any) -> None:
@@ -83,9 +87,8 @@ def check_in_batches(cpu: ReferenceBackend, gpu: Any, native: NativeBackend, val
     for start in range(0, len(values), SYNTH_BATCH):
         raw = batch(values[start : start + SYNTH_BATCH], first_offset=start)
         expected = cpu.parse(raw)
-        for side in (gpu.parse(raw), native.parse(raw)):
-            assert first_difference(expected, side) is None
-            assert_same(expected, side)
+        matches(expected, gpu.parse(raw))
+        matches(expected, native.parse(raw))
 
 
 @pytest.fixture(scope="module")
