@@ -145,7 +145,8 @@ if [ "$what" = longest ]; then
 fi
 if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one
-    # 100 k batch of the real-shaped corpus and one of ~1 KB generated bodies, after two launches each.
+    # 100 k batch of the real-shaped corpus and one of ~1 KB generated bodies, after two launches each;
+    # the clocks are left as they are.
     real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}
     [ -s "$real_file" ] || step python -m bench --records 300000 --corpus real --corpus-out "$real_file" \
         --backends gpu --peers "" --input packed --batch-size 100000 > "$out/ncu-pass1-h200.log" 2>&1
@@ -153,7 +154,7 @@ if [ "$what" = stalls ]; then
         --section MemoryWorkloadAnalysis --section SchedulerStats)
     for corpus in real generated; do
         input=(); [ "$corpus" = real ] && input=(--corpus-in "$real_file")
-        step ncu --kernel-name regex:measure --launch-skip 2 --launch-count 1 "${sections[@]}" --csv --page details \
+        step ncu --clock-control none --kernel-name regex:measure --launch-skip 2 --launch-count 1 "${sections[@]}" --csv --page details \
             python -m bench.lane_timeline "${input[@]}" --records 300000 --serial \
             --out "$out/lane-timeline-ncu-$corpus-h200.json" > "$out/ncu-pass1-$corpus-h200.csv" 2>> "$out/ncu-pass1-h200.log"
     done
