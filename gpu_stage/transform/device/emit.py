@@ -140,13 +140,6 @@ def put_opt_text(src, slots, r, slot, escaped, out, q, write):
 
 
 @jit
-def put_content_text(b, slots, r, out, q, write):
-    """``content``: decoded in place in pass 1 when it may hold JSON (its end then moved there), else as sent."""
-    escaped = slots[r, CONTENT + 1] - slots[r, CONTENT] != slots[r, CONTENT + 2]
-    return put_opt_text(b, slots, r, CONTENT, escaped, out, q, write)
-
-
-@jit
 def put_opt_string(b, slots, r, slot, out, q, write):
     """A ``["null", "string"]`` union from a string slot of the body, as sent."""
     return put_opt_text(b, slots, r, slot, True, out, q, write)
@@ -298,7 +291,7 @@ def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part,
     q = put_opt_long(out, q, slots[r, CREATED], write)
     for slot in (MODEL, FINISH, STOP):
         q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_content_text(b, slots, r, out, q, write)
+    q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
     for slot in (REASONING, TOOL_NAME):
         q = put_opt_string(b, slots, r, slot, out, q, write)
     q = put_opt_text(b, slots, r, TOOL_ARGS, False, out, q, write)
@@ -312,7 +305,7 @@ def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part,
         q = put_byte(out, q, 2, write)
         q = put_opt_long(out, q, slots[r, INDEX], write)
         q = put_opt_string(b, slots, r, FINISH, out, q, write)
-        q = put_content_text(b, slots, r, out, q, write)
+        q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
     q = put_byte(out, q, 0, write)
     for slot in (PROMPT, COMPLETION, TOTAL, CACHED):
         q = put_opt_long(out, q, slots[r, slot], write)

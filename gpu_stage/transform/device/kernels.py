@@ -19,9 +19,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
-from gpu_stage.transform.device.words import word_functions
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -53,8 +50,6 @@ def compile_lane(target: str, cache: Path | None = None) -> SimpleNamespace:
 def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
     """Execute the lane's sources into ``ns`` with ``target``'s decorators (cached ones when ``ns`` says so)."""
     folder = ns.get("_cache")
-    ns["aligned_word"], ns["word_lag"] = word_functions(target)
-    ns["U64"] = np.uint64
     with _numba_cache_dir(folder):
         if target == "cpu":
             import numba
@@ -89,7 +84,7 @@ def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
     import numba
 
     digest = hashlib.sha256()
-    for part in (target, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py", "words.py"))):
+    for part in (target, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
         digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
     key = digest.hexdigest()[:16]
     folder = cache / f"lane-{target}-{key}"

@@ -33,9 +33,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         record_columns,
     )
     from gpu_stage.transform.device.scan import (
-        BSLASH,
-        decode_in_place,
-        escape_code,
+        copy_string,
     )
     from gpu_stage.transform.device.slots import (
         CONTENT,
@@ -109,10 +107,9 @@ def measure_row(
     if not record_columns(kb, kends, knull, hb, hends, slots, r):
         return -1
     c = slots[r, CONTENT]
-    if c >= 0 and may_be_json(b, c, slots[r, CONTENT + 1]):
+    if c >= 0:
         length = slots[r, CONTENT + 2]
-        decode_in_place(b, c, slots[r, CONTENT + 1])
-        slots[r, CONTENT + 1] = c + length  # decoded: pass 2 copies it as it lies
+        copy_string(b, c, slots[r, CONTENT + 1], b, c)
         state = content_state(
             b,
             c,
@@ -158,24 +155,6 @@ def measure_row(
         0,
         False,
     )
-
-
-@jit
-def may_be_json(b, s, e):
-    """Whether the content ``b[s:e]`` (escapes checked) starts, after whitespace, with ``{``, ``[`` or a backtick.
-
-    Anything else is prose to :func:`content_state` (state 0) whatever follows, so such content is
-    neither decoded nor parsed in pass 1: pass 2 decodes it as it writes it.
-    """
-    while s < e:
-        code = b[s]
-        if code == BSLASH:
-            s, code = escape_code(b, s, e)
-        else:
-            s += 1
-        if code != 32 and code != 9 and code != 10 and code != 13:
-            return code == 123 or code == 91 or code == 96
-    return False
 
 
 @kernel

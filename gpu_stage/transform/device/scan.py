@@ -21,18 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from gpu_stage.transform.device import words
-
 
 def _plain(fn: Any) -> Any:
     return fn
 
 
 jit: Any = globals().get("jit", _plain)
-# A word of eight bytes: numba's intrinsics and np.uint64 when compiled, plain Python and int otherwise.
-aligned_word: Any = globals().get("aligned_word", words.plain_aligned_word)
-word_lag: Any = globals().get("word_lag", words.plain_word_lag)
-U64: Any = globals().get("U64", int)
 
 QUOTE = 34
 BSLASH = 92
@@ -49,14 +43,6 @@ POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 POW5 = np.array([5**k for k in range(27)], dtype=np.int64)
 MAX_POW5 = 26
 MAX_EXACT = 9007199254740992  # 2**53
-ZERO = U64(0)
-EIGHT = U64(8)
-BYTE = U64(0xFF)
-LOW_BITS = U64(0x0101010101010101)
-HIGH_BITS = U64(0x8080808080808080)
-SPACES = U64(0x2020202020202020)
-QUOTES = U64(0x2222222222222222)
-BSLASHES = U64(0x5C5C5C5C5C5C5C5C)
 
 
 @jit
@@ -231,31 +217,6 @@ def put_code(out, q, code):
 
 
 @jit
-def has_zero_byte(w):
-    """Whether any of the eight bytes of ``w`` is zero (exact for "any": a borrow needs a zero below it)."""
-    return ((w - LOW_BITS) & ~w & HIGH_BITS) != ZERO
-
-
-@jit
-def plain_word(w):
-    r"""Whether all eight bytes of ``w`` are plain string bytes: ASCII from 0x20 on, not ``"`` or ``\\``.
-
-    With every high bit clear, ``w - 0x20..20`` borrows out of a byte only when it is below 0x20.
-    """
-    if (w & HIGH_BITS) != ZERO or ((w - SPACES) & HIGH_BITS) != ZERO:
-        return False
-    return not has_zero_byte(w ^ QUOTES) and not has_zero_byte(w ^ BSLASHES)
-
-
-@jit
-def plain_words(b, p, e):
-    """Past the whole words of plain string bytes at ``p`` (8-aligned) and after, each read in one load."""
-    while p + 8 <= e and plain_word(aligned_word(b, p)):
-        p += 8
-    return p
-
-
-@jit
 def scan_string(b, p, e, allow_escapes):
     r"""The string whose opening quote is at ``p``: ``(end after the closing quote, decoded length)``.
 
@@ -280,10 +241,6 @@ def scan_string(b, p, e, allow_escapes):
         elif c < 0x80:
             p += 1
             n += 1
-            if word_lag(b, p) == 0:
-                q = plain_words(b, p, e)
-                n += q - p
-                p = q
         else:
             k = utf8_len(b, p, e)
             if k == 0:
@@ -294,42 +251,22 @@ def scan_string(b, p, e, allow_escapes):
 
 
 @jit
-def decode_in_place(b, s, e):
-    """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) in place; its decoded end.
+def copy_string(b, s, e, out, q):
+    """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) into ``out[q:]``; new ``q``.
 
-    Safe: an escape is read whole before its code point is written, and no escape is shorter than
-    the UTF-8 it stands for. Bytes before the first escape stay where they are, so they are only
-    looked at, and words without a backslash are read (and moved) eight bytes at a time.
+    In place (``out`` is ``b``, ``q <= s``) is safe: an escape is read whole before its code point is
+    written, and no escape is shorter than the UTF-8 it stands for.
     """
-    q = s
     while s < e:
         c = b[s]
         if c == BSLASH:
             s, code = escape_code(b, s, e)
-            q = put_code(b, q, code)
+            q = put_code(out, q, code)
         else:
-            b[q] = c
+            out[q] = c
             s += 1
             q += 1
-            if word_lag(b, s) == 0:
-                s, q = move_words(b, s, e, q)
     return q
-
-
-@jit
-def move_words(b, s, e, q):
-    """Whole words without a backslash from ``s`` (8-aligned) on, moved to ``q <= s``: ``(new s, new q)``."""
-    while s + 8 <= e:
-        w = aligned_word(b, s)
-        if has_zero_byte(w ^ BSLASHES):
-            break
-        if q != s:
-            for k in range(8):
-                b[q + k] = w & BYTE
-                w = w >> EIGHT
-        s += 8
-        q += 8
-    return s, q
 
 
 @jit

@@ -30,7 +30,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         QUOTE,
         RBRACE,
         RBRACK,
-        decode_in_place,
+        copy_string,
         escape_code,
         is_null,
         literal,
@@ -376,7 +376,7 @@ def tool_arguments(b, p, e, slots, r, sc):
     if end < 0:
         return -1
     s = slots[r, TOOL_ARGS]
-    decoded_end = decode_in_place(sc, s, end - 1)
+    decoded_end = copy_string(b, s, end - 1, sc, s)
     first = skip_ws(sc, s, decoded_end)
     if first >= decoded_end or sc[first] != LBRACE or json_verdict(sc, first, decoded_end) == V_INVALID_JSON:
         slots[r, TOOL_VALID] = 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,32 +34,6 @@ def _expected(body: str) -> tuple[int, int]:
 
 
 bodies = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
-# Runs of plain bytes long enough to be read a word at a time, at every offset from an aligned address.
-RUNS = ["plain text, eight+ bytes", "x" * 8, "y" * 17, "~ <>/{}[]" * 3]
-long_bodies = st.lists(st.sampled_from(PIECES + RUNS), max_size=24).map("".join)
-
-
-@settings(max_examples=600, deadline=None)
-@given(body=long_bodies, pad=st.integers(0, 15))
-def test_word_reads_agree_with_json_at_every_alignment(body: str, pad: int) -> None:
-    """scan_string and decode_in_place read plain runs eight bytes at a time from aligned addresses."""
-    b = _bytes(" " * pad + '"' + body + '"')
-    end, length = _expected(body)
-    assert tuple(lane_json.scan_string(b, pad, len(b), True)) == ((end + pad, length) if end > 0 else (-1, 0))
-    if end > 0:
-        want = json.loads('"' + body + '"').encode()
-        assert lane_json.decode_in_place(b, pad + 1, len(b) - 1) == pad + 1 + len(want)
-        assert bytes(b[pad + 1 : pad + 1 + len(want)]) == want
-
-
-@pytest.mark.parametrize("byte", [0x00, 0x1F, 0x20, 0x21, 0x22, 0x5B, 0x5C, 0x5D, 0x7E, 0x7F, 0x80, 0xC3, 0xFF])
-@pytest.mark.parametrize("at", range(8))
-def test_plain_word_names_each_byte_that_needs_a_look(byte: int, at: int) -> None:
-    """A word is plain unless one of its bytes is a control, a quote, a backslash or non-ASCII."""
-    word = bytearray(b"abcdefgh")
-    word[at] = byte
-    want = 0x20 <= byte < 0x80 and byte not in (0x22, 0x5C)
-    assert lane_json.plain_word(int.from_bytes(word, "little")) == want
 
 
 @settings(max_examples=600, deadline=None)
@@ -80,10 +53,13 @@ def test_scan_string_refuses_bad_utf8_and_a_missing_quote_at_every_offset() -> N
 
 @settings(max_examples=600, deadline=None)
 @given(body=bodies.filter(lambda s: _expected(s)[0] > 0))
-def test_decode_in_place_decodes_as_json_does(body: str) -> None:
+def test_copy_string_decodes_as_json_does_in_place_and_not(body: str) -> None:
     want = json.loads('"' + body + '"').encode()
     b = _bytes('"' + body + '"')
-    assert lane_json.decode_in_place(b, 1, len(b) - 1) == 1 + len(want)
+    out = np.zeros(len(b) + 8, dtype=np.uint8)
+    assert lane_json.copy_string(b, 1, len(b) - 1, out, 3) == 3 + len(want)
+    assert bytes(out[3 : 3 + len(want)]) == want
+    assert lane_json.copy_string(b, 1, len(b) - 1, b, 1) == 1 + len(want)  # in place, as content is
     assert bytes(b[1 : 1 + len(want)]) == want
 
 
