@@ -66,6 +66,8 @@ if [ "$what" = timeline ]; then
         > "$out/lane-timeline-serial-h200.log" 2>&1
 fi
 corpus_file=${CORPUS_FILE:-/tmp/bench-corpus-1k.bin}
+real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}  # the real-shaped corpus of longest and stalls
+lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)  # the device lane alone
 harness_corpus() {  # the harness's ~1 KB corpus (800 k bodies) for the device timeline, made once per host
     [ -s "$corpus_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus
 corpus.write(corpus.generate(corpus.CorpusConfig(records=800000, sizes=corpus.parse_sizes('1024:1'))), Path(sys.argv[1]))" \
@@ -130,8 +132,6 @@ if [ "$what" = longest ]; then
     # What a batch's longest bodies cost the device lane: the real-shaped corpus whole, then without its
     # bodies over 4, 2 and 1 KB (fewer bodies each time); device lane alone, 100 k packed batches. Then
     # the device timeline of the whole corpus, overlapped and serial (each pass's device time per batch).
-    real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}
-    lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)
     step python -m bench --records 1000000 --corpus real --corpus-out "$real_file" "${lane_only[@]}" \
         --out "$out/bench-real-longest-all-h200.json" > "$out/gpu-longest-h200.log" 2>&1
     for cap in 4096 2048 1024; do
@@ -147,9 +147,8 @@ if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one
     # 100 k batch of the real-shaped corpus and one of ~1 KB generated bodies, after two launches each;
     # the clocks are left as they are.
-    real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}
     [ -s "$real_file" ] || step python -m bench --records 300000 --corpus real --corpus-out "$real_file" \
-        --backends gpu --peers "" --input packed --batch-size 100000 > "$out/ncu-pass1-h200.log" 2>&1
+        "${lane_only[@]}" > "$out/ncu-pass1-h200.log" 2>&1
     sections=(--section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats
         --section MemoryWorkloadAnalysis --section SchedulerStats)
     for corpus in real generated; do
