@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|stalls|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|stalls|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -142,6 +142,23 @@ if [ "$what" = longest ]; then
         --out "$out/lane-timeline-real-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
     step python -m bench.lane_timeline --corpus-in "$real_file" --records 400000 --serial \
         --out "$out/lane-timeline-real-serial-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
+fi
+if [ "$what" = spread ]; then
+    # Pass 1's long bodies in warps of their own (lane order spread) against the rows as they came, in
+    # one run each on the real-shaped corpus and on the generated ~1 KB bodies; device lane alone.
+    real=(--corpus-in "$real_file"); [ -s "$real_file" ] || real=(--corpus real --corpus-out "$real_file")
+    step python -m bench --records 1000000 "${real[@]}" --lane-orders arrival,spread "${lane_only[@]}" \
+        --out "$out/bench-real-spread-h200.json" > "$out/gpu-spread-h200.log" 2>&1
+    step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --lane-orders arrival,spread \
+        "${lane_only[@]}" --out "$out/bench-1k-spread-h200.json" >> "$out/gpu-spread-h200.log" 2>&1
+fi
+if [ "$what" = spread-sweep ]; then
+    # The spread order's two knobs, BYTES:PER_WARP each (SPREAD_KNOBS), on the real-shaped corpus.
+    for knobs in ${SPREAD_KNOBS:-2048:1 1024:1 8192:1 4096:2 4096:4}; do
+        step python -m bench --records 1000000 --corpus-in "$real_file" --lane-orders spread "${lane_only[@]}" \
+            --long-body-bytes "${knobs%:*}" --long-per-warp "${knobs#*:}" \
+            --out "$out/bench-real-spread-${knobs/:/-}-h200.json" >> "$out/gpu-spread-sweep-h200.log" 2>&1
+    done
 fi
 if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one

@@ -378,7 +378,11 @@ class CudaExecutor(Executor):
         threads = self.measure_threads
         args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
         args += a["records"]
-        if self.lane_order != "length":
+        if self.lane_order == "spread":
+            a["order"] = a["classes"] = None  # pass 2 takes the rows as they came
+            order = self._put(k + "spread", self.spread(li.value_ends[:n]), stream)
+            self.measure_ordered(-(-len(order) // threads), threads, stream, *args, sizes, order)
+        elif self.lane_order != "length":
             a["order"] = a["classes"] = None
             self.measure(-(-n // threads), threads, stream, *args, sizes)
         else:

@@ -7,7 +7,8 @@ in place): the device works on its own copy of them, and the CPU build copies th
 (:func:`write`) writes the datum at its offset from those slots (:mod:`gpu_stage.transform.device.emit`).
 Thread ``t`` takes row ``t``, or in :func:`measure_ordered` and :func:`write_ordered` row
 ``order[t]``, a permutation of the rows (:mod:`gpu_stage.transform.device.order`: rows of like length
-side by side); each row's results go to places of its own, so the order changes no byte.
+side by side); pass 1's order may also hold -1, a thread with no row (``spread``: a long body alone in
+its warp). Each row's results go to places of their own, so the order changes no byte.
 
 Of the dead letters the lane finds those whose text is a constant: upstream error bodies
 (:data:`UPSTREAM_ERROR`), and bodies that are not UTF-8, not JSON or not an object (from the strict
@@ -254,11 +255,14 @@ def measure_ordered(
     sizes,
     order,
 ):
-    """:func:`measure` with thread ``t`` on row ``order[t]``, a permutation of the rows."""
+    """:func:`measure` with thread ``t`` on row ``order[t]``: each row once, -1 for a thread with none."""
     t = lane_start()
     step = lane_step()
-    while t < sizes.shape[0]:
+    while t < order.shape[0]:
         r = order[t]
+        if r < 0:
+            t += step
+            continue
         sizes[r] = measure_row(
             b,
             vends,
