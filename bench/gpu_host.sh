@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|stalls|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|source|stalls|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -159,6 +159,22 @@ if [ "$what" = spread-sweep ]; then
             --long-body-bytes "${knobs%:*}" --long-per-warp "${knobs#*:}" \
             --out "$out/bench-real-spread-${knobs/:/-}-h200.json" >> "$out/gpu-spread-sweep-h200.log" 2>&1
     done
+fi
+if [ "$what" = source ]; then
+    # Where pass 1's instructions and stalls are, by source line (kernels built with line information),
+    # on one 100 k batch of the real-shaped corpus; the report's source page as CSV, CUDA lines and SASS.
+    [ -s "$real_file" ] || step python -m bench --records 300000 --corpus real --corpus-out "$real_file" \
+        "${lane_only[@]}" > "$out/ncu-source-h200.log" 2>&1
+    step env GPU_STAGE_LANE_LINEINFO=1 ncu --clock-control none --kernel-name regex:measure --launch-skip 2 \
+        --launch-count 1 --section SourceCounters --section WarpStateStats --section InstructionStats \
+        --import-source yes -f -o "$out/ncu-pass1-source" python -m bench.lane_timeline --corpus-in "$real_file" \
+        --records 300000 --serial --out "$out/lane-timeline-source-h200.json" >> "$out/ncu-source-h200.log" 2>&1
+    ncu --help > "$out/ncu-help.txt" 2>&1
+    for view in cuda sass cuda,sass; do
+        ncu --import "$out/ncu-pass1-source.ncu-rep" --page source --csv --print-source "$view" \
+            > "$out/ncu-pass1-source-${view/,/-}.csv" 2>> "$out/ncu-source-h200.log"
+    done
+    gzip -f "$out"/ncu-pass1-source-*.csv
 fi
 if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one

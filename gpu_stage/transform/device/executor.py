@@ -91,6 +91,11 @@ def spread_order(value_ends: I64, long_bytes: int, per_warp: int) -> I64:
     return np.concatenate([spread.ravel(), short_rows])
 
 
+def mark_words(length: int) -> int:
+    """Words of pass 1's byte marks (``rows.mark_bytes``) for ``length`` bytes of values, a bit per byte."""
+    return length // 32 + 1
+
+
 class Executor:
     """Runs the two passes somewhere, for one batch at a time in each of a few slots.
 
@@ -242,14 +247,17 @@ class CpuExecutor(Executor):
         sizes = np.zeros(n, dtype=np.int64)
         args = (values, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
+        length = int(li.value_ends[n - 1]) if n else 0
+        marks = np.zeros(mark_words(length), dtype=np.uint32)
+        self.fns.mark_bytes(values, length, marks)
         if self.lane_order == "spread":
-            self.fns.measure_ordered(*args, *rows, sizes, self.spread(li.value_ends[:n]))
+            self.fns.measure_ordered(*args, *rows, sizes, self.spread(li.value_ends[:n]), marks)
             return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
         if self.lane_order != "length":
-            self.fns.measure(*args, *rows, sizes)
+            self.fns.measure(*args, *rows, sizes, marks)
             return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
-        self.fns.measure_ordered(*args, *rows, sizes, order)
+        self.fns.measure_ordered(*args, *rows, sizes, order, marks)
         return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes, classes, order)
 
     def sizes(self, handle: _CpuPass) -> I64:

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import importlib
 import logging
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -19,10 +20,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from gpu_stage.transform.device.scan import trailing_zeros
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 _HERE = Path(__file__).parent
+LINEINFO_ENV = "GPU_STAGE_LANE_LINEINFO"
+"""Set to 1, the CUDA kernels carry source line information (for a profiler's per-line figures);
+the code is the same, and it is cached apart."""
 _SOURCES = (
     "scan.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py", "order.py",
 )  # fmt: skip
@@ -59,14 +64,18 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             ns["lane_start"] = plain(_zero)
             ns["lane_step"] = plain(_one)
             ns["atomic_add"] = plain(_add)
+            ns["low_bit"] = plain(trailing_zeros)
         else:
             cuda: Any = importlib.import_module("numba.cuda")
+            lines = {"lineinfo": True} if os.environ.get(LINEINFO_ENV) == "1" else {}
             # Kernels are cached whole (their device functions are compiled into them).
-            ns.update(jit=cuda.jit(device=True), kernel=cuda.jit(cache=True) if folder is not None else cuda.jit)
+            kernel = cuda.jit(cache=True, **lines) if folder is not None else cuda.jit(**lines)
+            ns.update(jit=cuda.jit(device=True, **lines), kernel=kernel)
             exec(_GRID_SOURCE, ns)
             ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
             ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
             ns["atomic_add"] = cuda.jit(device=True)(ns["atomic_add"])
+            ns["low_bit"] = cuda.jit(device=True)(ns["low_bit"])
         for source in _SOURCES:
             path = _HERE / source
             exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
@@ -84,7 +93,8 @@ def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
     import numba
 
     digest = hashlib.sha256()
-    for part in (target, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
+    lines = os.environ.get(LINEINFO_ENV, "")
+    for part in (target, lines, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
         digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
     key = digest.hexdigest()[:16]
     folder = cache / f"lane-{target}-{key}"
@@ -126,8 +136,9 @@ def _add(array: Any, i: int, value: int) -> Any:
     return old
 
 
-# The first row and the row stride of a grid-stride loop, and an atomic add that returns the value
-# before; ``cuda`` must be a global of the functions.
+# The first row and the row stride of a grid-stride loop, an atomic add that returns the value
+# before, and the index of a word's lowest set bit (the set bits below the lowest set bit's value);
+# ``cuda`` must be a global of the functions.
 _GRID_SOURCE = """
 from numba import cuda
 
@@ -142,4 +153,8 @@ def lane_step():
 
 def atomic_add(array, i, value):
     return cuda.atomic.add(array, i, value)
+
+
+def low_bit(m):
+    return cuda.popc((m & -m) - 1)
 """

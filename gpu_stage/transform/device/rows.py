@@ -34,7 +34,8 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         record_columns,
     )
     from gpu_stage.transform.device.scan import (
-        copy_string,
+        decode_marked,
+        is_marked,
     )
     from gpu_stage.transform.device.slots import (
         CONTENT,
@@ -91,13 +92,18 @@ def measure_row(
     parts,
     offs,
     tss,
+    marks,
 ):
-    """Pass 1 for row ``r``: its encoded size, ``NOT_TAKEN``, or a dead letter's code (``UPSTREAM_ERROR`` and below)."""
+    """Pass 1 for row ``r``: its encoded size, ``NOT_TAKEN``, or a dead letter's code (``UPSTREAM_ERROR`` and below).
+
+    ``marks`` are the values' marked bytes (:func:`mark_bytes`), through which the body's strings are
+    crossed a word at a time.
+    """
     s = vends[r - 1] if r > 0 else 0
     e = vends[r]
     if e - s > max_bytes:
         return NOT_TAKEN
-    if not body(b, s, e, slots, r, b):
+    if not body(b, s, e, slots, r, b, marks):
         # Tool arguments are decoded in place as they are read: a body walked that far is not read again.
         if slots[r, TOOL_ARGS] >= 0:
             return NOT_TAKEN
@@ -110,7 +116,7 @@ def measure_row(
     c = slots[r, CONTENT]
     if c >= 0:
         length = slots[r, CONTENT + 2]
-        copy_string(b, c, slots[r, CONTENT + 1], b, c)
+        decode_marked(b, c, slots[r, CONTENT + 1], marks)
         state = content_state(
             b,
             c,
@@ -187,6 +193,7 @@ def measure(
     offs,
     tss,
     sizes,
+    marks,
 ):
     """Pass 1 over every row (one thread per row on the device, a loop on the CPU), the rows as they came."""
     r = lane_start()
@@ -220,6 +227,7 @@ def measure(
             parts,
             offs,
             tss,
+            marks,
         )
         r += step
 
@@ -254,6 +262,7 @@ def measure_ordered(
     tss,
     sizes,
     order,
+    marks,
 ):
     """:func:`measure` with thread ``t`` on row ``order[t]``: each row once, -1 for a thread with none."""
     t = lane_start()
@@ -291,8 +300,30 @@ def measure_ordered(
             parts,
             offs,
             tss,
+            marks,
         )
         t += step
+
+
+@kernel
+def mark_bytes(b, length, marks):
+    """Bit ``k`` of ``marks[w]`` set where byte ``32 * w + k`` of ``b[:length]`` is marked (:func:`is_marked`).
+
+    One thread per word, before pass 1: each body's thread then crosses a string's plain run a word
+    at a time instead of a byte at a time (string scanning was most of pass 1's instructions, each
+    thread at its own place in its own string). Words past the one holding byte ``length`` are left as
+    they are (``marks`` may be longer: no string reaches them), the bits past ``length`` clear.
+    """
+    w = lane_start()
+    step = lane_step()
+    while w <= (length >> 5):
+        bits = 0
+        at = w << 5
+        for k in range(32):
+            if at + k < length and is_marked(b[at + k]):
+                bits |= 1 << k
+        marks[w] = bits
+        w += step
 
 
 @kernel

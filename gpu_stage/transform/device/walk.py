@@ -39,6 +39,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         open_object,
         put_code,
         same_decoded,
+        scan_marked,
         scan_number,
         scan_string,
         skip_value,
@@ -104,10 +105,14 @@ def _plain(fn: Any) -> Any:
 jit: Any = globals().get("jit", _plain)
 
 @jit
-def read_string(b, p, e, slots, r, slot):
-    """A string-or-null value at ``p`` into a string slot; the end of the value, or -1."""
+def read_string(b, p, e, slots, r, slot, marks):
+    """A string-or-null value at ``p`` into a string slot; the end of the value, or -1.
+
+    The body's strings are read through ``marks`` (:func:`scan_marked`): they are the text as it came,
+    none of it decoded in place yet.
+    """
     if b[p] == QUOTE:
-        end, decoded = scan_string(b, p, e, True)
+        end, decoded = scan_marked(b, p, e, marks)
         if end < 0:
             return -1
         slots[r, slot] = p + 1
@@ -362,7 +367,7 @@ def compact_json(sc, p, e):
 
 
 @jit
-def tool_arguments(b, p, e, slots, r, sc):
+def tool_arguments(b, p, e, slots, r, sc, marks):
     """``function.arguments``: compact JSON text of an object, or the string as sent; end, or -1.
 
     The string is decoded in place; a text that starts as an object but is not JSON is kept as sent
@@ -372,7 +377,7 @@ def tool_arguments(b, p, e, slots, r, sc):
         slots[r, TOOL_ARGS] = -1
         slots[r, TOOL_VALID] = -1
         return p + 4
-    end = read_string(b, p, e, slots, r, TOOL_ARGS)
+    end = read_string(b, p, e, slots, r, TOOL_ARGS, marks)
     if end < 0:
         return -1
     s = slots[r, TOOL_ARGS]
@@ -394,7 +399,7 @@ def tool_arguments(b, p, e, slots, r, sc):
 
 
 @jit
-def on_call(b, p, e, slots, r, sc):
+def on_call(b, p, e, slots, r, sc, marks):
     """The first tool call's ``function`` (null or absent: no tool columns)."""
     if is_null(b, p, e):
         return p + 4
@@ -403,15 +408,15 @@ def on_call(b, p, e, slots, r, sc):
     while closed == 0:
         index, p, seen = member(b, p, e, FUNCTION_NAMES, FUNCTION_ENDS, 2, seen, False)
         if index == 0:
-            p = read_string(b, p, e, slots, r, TOOL_NAME)
+            p = read_string(b, p, e, slots, r, TOOL_NAME, marks)
         elif index == 1:
-            p = tool_arguments(b, p, e, slots, r, sc)
+            p = tool_arguments(b, p, e, slots, r, sc, marks)
         p, closed = next_member(b, p, e)
     return p
 
 
 @jit
-def tool_calls(b, p, e, slots, r, sc):
+def tool_calls(b, p, e, slots, r, sc, marks):
     """``tool_calls``: null, ``[]``, or calls of which the first fills the tool columns."""
     if is_null(b, p, e):
         return p + 4
@@ -427,7 +432,7 @@ def tool_calls(b, p, e, slots, r, sc):
     while closed == 0:
         index, q, seen = member(b, q, e, CALL_NAMES, CALL_ENDS, 1, seen, False)
         if index >= 0:
-            q = on_call(b, q, e, slots, r, sc)
+            q = on_call(b, q, e, slots, r, sc, marks)
         q, closed = next_member(b, q, e)
     if q < 0:
         return -1
@@ -447,7 +452,7 @@ def tool_calls(b, p, e, slots, r, sc):
 
 
 @jit
-def message(b, p, e, slots, r, sc):
+def message(b, p, e, slots, r, sc, marks):
     """The first choice's message (or delta) object: content, reasoning, tool calls; its end, or -1."""
     slots[r, REASONING_CONTENT] = -1
     p, closed = open_object(b, p, e)
@@ -455,27 +460,27 @@ def message(b, p, e, slots, r, sc):
     while closed == 0:
         index, p, seen = member(b, p, e, MESSAGE_NAMES, MESSAGE_ENDS, 4, seen, False)
         if index == 0:
-            p = read_string(b, p, e, slots, r, CONTENT)
+            p = read_string(b, p, e, slots, r, CONTENT, marks)
         elif index == 1:
-            p = read_string(b, p, e, slots, r, REASONING)
+            p = read_string(b, p, e, slots, r, REASONING, marks)
         elif index == 2:
-            p = read_string(b, p, e, slots, r, REASONING_CONTENT)
+            p = read_string(b, p, e, slots, r, REASONING_CONTENT, marks)
         elif index == 3:
-            p = tool_calls(b, p, e, slots, r, sc)
+            p = tool_calls(b, p, e, slots, r, sc, marks)
         p, closed = next_member(b, p, e)
     return p
 
 
 @jit
-def on_choice(b, p, e, index, slots, r, sc):
+def on_choice(b, p, e, index, slots, r, sc, marks):
     """A member of the first choice; message, delta and text are only located here (see :func:`choice`)."""
     if index == 0:
         return read_int(b, p, e, slots, r, INDEX, -2147483648, 2147483647)
     if index == 1:
-        return read_string(b, p, e, slots, r, FINISH)
+        return read_string(b, p, e, slots, r, FINISH, marks)
     if index == 5:
         if b[p] == QUOTE:
-            return read_string(b, p, e, slots, r, STOP)
+            return read_string(b, p, e, slots, r, STOP, marks)
         if is_null(b, p, e):
             slots[r, STOP] = -1
             return p + 4
@@ -491,7 +496,7 @@ def on_choice(b, p, e, index, slots, r, sc):
 
 
 @jit
-def choice(b, p, e, slots, r, sc):
+def choice(b, p, e, slots, r, sc, marks):
     """The first choice: its columns, then the content from message, else delta, else text."""
     slots[r, MESSAGE_AT] = -1
     slots[r, DELTA_AT] = -1
@@ -501,7 +506,7 @@ def choice(b, p, e, slots, r, sc):
     while closed == 0:
         index, end, seen = member(b, end, e, CHOICE_NAMES, CHOICE_ENDS, 6, seen, False)
         if index >= 0:
-            end = on_choice(b, end, e, index, slots, r, sc)
+            end = on_choice(b, end, e, index, slots, r, sc, marks)
         end, closed = next_member(b, end, e)
     if end < 0:
         return -1
@@ -509,20 +514,20 @@ def choice(b, p, e, slots, r, sc):
     if holder >= 0:
         if is_null(b, holder, e):
             return end
-        if message(b, holder, e, slots, r, sc) < 0:
+        if message(b, holder, e, slots, r, sc, marks) < 0:
             return -1
         if slots[r, REASONING] < 0:
             for k in range(3):
                 slots[r, REASONING + k] = slots[r, REASONING_CONTENT + k]
         return end
     text = slots[r, TEXT_AT]
-    if text >= 0 and read_string(b, text, e, slots, r, CONTENT) < 0:
+    if text >= 0 and read_string(b, text, e, slots, r, CONTENT, marks) < 0:
         return -1
     return end
 
 
 @jit
-def choices(b, p, e, slots, r, sc):
+def choices(b, p, e, slots, r, sc, marks):
     """``choices``: an array of at most one choice (more are left to the native core)."""
     if b[p] != LBRACK:
         return -1
@@ -530,7 +535,7 @@ def choices(b, p, e, slots, r, sc):
     if q < e and b[q] == RBRACK:
         slots[r, NUM_CHOICES] = 0
         return q + 1
-    q = choice(b, q, e, slots, r, sc)
+    q = choice(b, q, e, slots, r, sc, marks)
     if q < 0:
         return -1
     q = skip_ws(b, q, e)
@@ -541,12 +546,12 @@ def choices(b, p, e, slots, r, sc):
 
 
 @jit
-def on_top(b, p, e, index, slots, r, sc):
+def on_top(b, p, e, index, slots, r, sc, marks):
     """A member of the top-level object (index in :data:`TOP_KEYS`)."""
     if index == 0 or index == 1:
         if b[p] != QUOTE:
             return -1
-        return read_string(b, p, e, slots, r, ID if index == 0 else OBJECT)
+        return read_string(b, p, e, slots, r, ID if index == 0 else OBJECT, marks)
     if index == 2:
         end, kind, value, _ = scan_number(b, p, e)
         if kind != 1 or value < 0 or value > 9223372036854775:
@@ -554,9 +559,9 @@ def on_top(b, p, e, index, slots, r, sc):
         slots[r, CREATED] = value * 1000
         return end
     if index == 3:
-        return read_string(b, p, e, slots, r, MODEL)
+        return read_string(b, p, e, slots, r, MODEL, marks)
     if index == 4:
-        return choices(b, p, e, slots, r, sc)
+        return choices(b, p, e, slots, r, sc, marks)
     if index == 5:
         if is_null(b, p, e):
             return p + 4
@@ -569,9 +574,9 @@ def on_top(b, p, e, index, slots, r, sc):
             p, closed = next_member(b, p, e)
         return p
     if index == 6:
-        return read_string(b, p, e, slots, r, FINGERPRINT)
+        return read_string(b, p, e, slots, r, FINGERPRINT, marks)
     if index == 7:
-        return read_string(b, p, e, slots, r, TIER)
+        return read_string(b, p, e, slots, r, TIER, marks)
     if index == 8:
         return p + 4 if is_null(b, p, e) else -1
     return skip_value(b, p, e, True)
@@ -592,7 +597,7 @@ def clear_row(slots, r):
 
 
 @jit
-def body(b, s, e, slots, r, sc):
+def body(b, s, e, slots, r, sc, marks):
     """Walk one body ``b[s:e]``; True when it is a good row the lane takes."""
     clear_row(slots, r)
     p, closed = open_object(b, skip_ws(b, s, e), e)
@@ -600,7 +605,7 @@ def body(b, s, e, slots, r, sc):
     while closed == 0:
         index, p, seen = member(b, p, e, TOP_NAMES, TOP_ENDS, 11, seen, True)
         if index >= 0:
-            p = on_top(b, p, e, index, slots, r, sc)
+            p = on_top(b, p, e, index, slots, r, sc, marks)
         p, closed = next_member(b, p, e)
     if p < 0 or skip_ws(b, p, e) != e:
         return False
