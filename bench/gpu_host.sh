@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|spread|spread-sweep|source|stalls|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|source|stalls|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -143,38 +143,20 @@ if [ "$what" = longest ]; then
     step python -m bench.lane_timeline --corpus-in "$real_file" --records 400000 --serial \
         --out "$out/lane-timeline-real-serial-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
 fi
-if [ "$what" = spread ]; then
-    # Pass 1's long bodies in warps of their own (lane order spread) against the rows as they came, in
-    # one run each on the real-shaped corpus and on the generated ~1 KB bodies; device lane alone.
-    real=(--corpus-in "$real_file"); [ -s "$real_file" ] || real=(--corpus real --corpus-out "$real_file")
-    step python -m bench --records 1000000 "${real[@]}" --lane-orders arrival,spread "${lane_only[@]}" \
-        --out "$out/bench-real-spread-h200.json" > "$out/gpu-spread-h200.log" 2>&1
-    step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --lane-orders arrival,spread \
-        "${lane_only[@]}" --out "$out/bench-1k-spread-h200.json" >> "$out/gpu-spread-h200.log" 2>&1
-fi
-if [ "$what" = spread-sweep ]; then
-    # The spread order's two knobs, BYTES:PER_WARP each (SPREAD_KNOBS), on the real-shaped corpus.
-    for knobs in ${SPREAD_KNOBS:-2048:1 1024:1 8192:1 4096:2 4096:4}; do
-        step python -m bench --records 1000000 --corpus-in "$real_file" --lane-orders spread "${lane_only[@]}" \
-            --long-body-bytes "${knobs%:*}" --long-per-warp "${knobs#*:}" \
-            --out "$out/bench-real-spread-${knobs/:/-}-h200.json" >> "$out/gpu-spread-sweep-h200.log" 2>&1
-    done
-fi
 if [ "$what" = source ]; then
     # Where pass 1's instructions and stalls are, by source line (kernels built with line information),
     # on one 100 k batch of the real-shaped corpus; the report's source page as CSV, CUDA lines and SASS.
-    [ -s "$real_file" ] || step python -m bench --records 300000 --corpus real --corpus-out "$real_file" \
-        "${lane_only[@]}" > "$out/ncu-source-h200.log" 2>&1
+    [ -s "$real_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus, real_corpus
+corpus.write(real_corpus.generate(300000), Path(sys.argv[1]))" "$real_file" > "$out/ncu-source-h200.log" 2>&1
     step env GPU_STAGE_LANE_LINEINFO=1 ncu --clock-control none --kernel-name regex:measure --launch-skip 2 \
         --launch-count 1 --section SourceCounters --section WarpStateStats --section InstructionStats \
         --import-source yes -f -o "$out/ncu-pass1-source" python -m bench.lane_timeline --corpus-in "$real_file" \
         --records 300000 --serial --out "$out/lane-timeline-source-h200.json" >> "$out/ncu-source-h200.log" 2>&1
-    ncu --help > "$out/ncu-help.txt" 2>&1
-    for view in cuda sass cuda,sass; do
-        ncu --import "$out/ncu-pass1-source.ncu-rep" --page source --csv --print-source "$view" \
-            > "$out/ncu-pass1-source-${view/,/-}.csv" 2>> "$out/ncu-source-h200.log"
-    done
-    gzip -f "$out"/ncu-pass1-source-*.csv
+    step ncu --import "$out/ncu-pass1-source.ncu-rep" --page source --csv --print-source cuda,sass \
+        > "$out/ncu-pass1-source-h200.csv" 2>> "$out/ncu-source-h200.log"
+    gzip -f "$out/ncu-pass1-source-h200.csv"
+    step python -m bench.ncu_source "$out/ncu-pass1-source-h200.csv.gz" --out "$out/ncu-pass1-source-h200.json" \
+        >> "$out/ncu-source-h200.log" 2>&1
 fi
 if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one

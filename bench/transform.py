@@ -62,14 +62,12 @@ _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-
 
 LANE_KNOBS = (
     "write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads", "measure_registers",
-    "write_registers", "long_body_bytes", "long_per_warp",
+    "write_registers",
 )  # fmt: skip
 """The device lane's executor attributes a run may set: its output piece (0: a batch's output in one
 piece), its byte buffers' headroom (0: none; see ``gpu_lane.capacity``), the streams pass 2 writes its
 pieces on (``gpu_lane.WRITE_STREAMS``), each pass's threads per block (``gpu_lane.THREADS``) and each
-pass's register cap per thread (the kernel compiled anew under it), and with the ``spread`` order the
-length over which a body is a long one and the long bodies per warp (``executor.LONG_BODY_BYTES``,
-``LONG_PER_WARP``)."""
+pass's register cap per thread (the kernel compiled anew under it)."""
 
 
 def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, int | None] | None = None) -> Backend:
@@ -150,12 +148,6 @@ def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--write-registers", type=int, default=None, help="register cap per thread of the lane's pass 2 kernel"
-    )
-    parser.add_argument(
-        "--long-body-bytes", type=int, default=None, help="with the spread order: bodies longer than this are long ones"
-    )
-    parser.add_argument(
-        "--long-per-warp", type=int, default=None, help="with the spread order: long bodies per warp of pass 1 (1-32)"
     )
 
 

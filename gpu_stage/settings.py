@@ -258,8 +258,7 @@ def parser() -> argparse.ArgumentParser:
         choices=list(LANE_ORDERS),
         help="gpu backend: which body each thread of the device lane takes. arrival: as they come; length: "
         "bodies of like length side by side, so that the 32 threads of a warp (which runs as long as its "
-        "longest body) end together; spread: each body over 4 KiB in a warp of its own, first, the rest "
-        "as they come. The output is the same",
+        "longest body) end together. The output is the same",
     )
     env_option(
         w,

@@ -20,8 +20,8 @@ from llmpipe.record import TypedRecord
 
 STAGE = "gpu_stage"
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
-LaneOrder = Literal["arrival", "length", "spread"]
-LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "spread")
+LaneOrder = Literal["arrival", "length"]
+LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
 
 
@@ -50,11 +50,9 @@ class TransformSettings:
     cost of a few milliseconds, more than the native core takes for a few hundred bodies, and a
     small batch is a latency-bound one. 0 sends every batch to the device."""
     lane_order: LaneOrder = "arrival"
-    """Which row each thread of the device lane takes (GPU backend): ``arrival``, as they come;
+    """Which row each thread of the device lane takes (GPU backend): ``arrival``, as they come, or
     ``length``, rows of like body length side by side in each warp (a warp walks as long as its
-    longest body); ``spread``, in pass 1 each long body in a warp of its own, launched first, the rest
-    as they come (:func:`gpu_stage.transform.device.executor.spread_order`). The output is the same
-    whichever (:mod:`gpu_stage.transform.device.order`)."""
+    longest body). The output is the same either way (:mod:`gpu_stage.transform.device.order`)."""
 
 
 @runtime_checkable

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from gpu_stage.transform.device import slots
 from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
-from gpu_stage.transform.device.executor import Executor, mark_words, piece_rows, write_pieces
+from gpu_stage.transform.device.executor import Executor, piece_rows, write_pieces
 from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
 from gpu_stage.transform.device.order import CLASSES, WHOLE_BATCH
@@ -131,7 +131,6 @@ class CudaExecutor(Executor):
         self.fns = compile_lane("cuda", cache)
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
-        self.mark_bytes = DirectLaunch(self.fns.mark_bytes)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
         self.write_ordered = DirectLaunch(self.fns.write_ordered)
         self._ordering = {name: DirectLaunch(getattr(self.fns, name)) for name in ORDER_KERNELS}
@@ -379,32 +378,17 @@ class CudaExecutor(Executor):
         threads = self.measure_threads
         args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
         args += a["records"]
-        marks = self._marks(k, values, int(li.value_ends[n - 1]), stream)
-        if self.lane_order == "spread":
-            a["order"] = a["classes"] = None  # pass 2 takes the rows as they came
-            order = self._put(k + "spread", self.spread(li.value_ends[:n]), stream)
-            self.measure_ordered(-(-len(order) // threads), threads, stream, *args, sizes, order, marks)
-        elif self.lane_order != "length":
+        if self.lane_order != "length":
             a["order"] = a["classes"] = None
-            self.measure(-(-n // threads), threads, stream, *args, sizes, marks)
+            self.measure(-(-n // threads), threads, stream, *args, sizes)
         else:
             a["order"], a["classes"] = self._row_order(k, n, value_ends, stream)
-            self.measure_ordered(-(-n // threads), threads, stream, *args, sizes, a["order"], marks)
+            self.measure_ordered(-(-n // threads), threads, stream, *args, sizes, a["order"])
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)
         sized = self._cuda.event(timing=False)
         sized.record(stream)
         return _Pass(slot, stream, n, a, host_sizes, sized)
-
-    def _marks(self, k: str, values: Any, length: int, stream: Any) -> Any:
-        """Queue the marking of the values' bytes (``mark_bytes``, a thread per 32 bytes) on the slot's stream."""
-        words = mark_words(length)
-        # The whole buffer goes to the kernels (its launch parameters kept); it is asked for with the
-        # headroom of a byte buffer (:data:`HEADROOM_PARTS`), since its size follows the batch's bytes.
-        parts = self.headroom_parts
-        marks = self._buffer(k + "marks", words + (words // parts if parts > 0 else 0), np.uint32)
-        self.mark_bytes(-(-words // THREADS), THREADS, stream, values, length, marks)
-        return marks
 
     def _row_order(self, k: str, n: int, value_ends: Any, stream: Any) -> tuple[Any, Any]:
         """Queue the making of the order pass 1's threads take the rows in (``length``), on the slot's stream.

@@ -64,38 +64,6 @@ def piece_rows(pieces: list[tuple[int, int]], offsets: I64, rows: I64 | None, n:
     return bounds
 
 
-LONG_BODY_BYTES = 4096
-"""With ``spread``: a body longer than this is a long one, given a warp of its own in pass 1."""
-LONG_PER_WARP = 1
-"""With ``spread``: long bodies per warp (1 to :data:`WARP`), the warp's other threads idle."""
-WARP = 32
-
-
-def spread_order(value_ends: I64, long_bytes: int, per_warp: int) -> I64:
-    """Pass 1's rows with ``spread``: the long bodies first, ``per_warp`` to a warp, then the rest as they came.
-
-    A warp's threads step together, and with one thread per body one that walks a 16 KB body while
-    its warp-mates walk bodies of other shapes runs their walks one after another, not side by side:
-    the batch's pass 1 lasts as long as its slowest warps. A body longer than ``long_bytes`` is given
-    a warp with at most ``per_warp - 1`` others of its kind (-1: a thread with no row), and those
-    warps come first, so they start in the first wave. ``value_ends`` are the rows' value ends.
-    """
-    lengths = np.diff(value_ends, prepend=0)
-    long_rows = np.flatnonzero(lengths > long_bytes)
-    short_rows = np.flatnonzero(lengths <= long_bytes)
-    warps = -(-len(long_rows) // per_warp)
-    taken = np.full(warps * per_warp, -1, dtype=np.int64)
-    taken[: len(long_rows)] = long_rows
-    spread = np.full((warps, WARP), -1, dtype=np.int64)
-    spread[:, :per_warp] = taken.reshape(warps, per_warp)
-    return np.concatenate([spread.ravel(), short_rows])
-
-
-def mark_words(length: int) -> int:
-    """Words of pass 1's byte marks (``rows.mark_bytes``) for ``length`` bytes of values, a bit per byte."""
-    return length // 32 + 1
-
-
 class Executor:
     """Runs the two passes somewhere, for one batch at a time in each of a few slots.
 
@@ -107,18 +75,8 @@ class Executor:
     SLOTS = 2
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
-    as they came; ``length``, rows of like body length side by side
-    (:mod:`gpu_stage.transform.device.order`); ``spread``, pass 1's long bodies in warps of their own
-    (:func:`spread_order`). The output is the same."""
-    long_body_bytes = LONG_BODY_BYTES
-    long_per_warp = LONG_PER_WARP
-
-    def spread(self, value_ends: I64) -> I64:
-        """Pass 1's rows with ``spread`` (:func:`spread_order` with this executor's knobs)."""
-        if not 1 <= self.long_per_warp <= WARP:
-            msg = f"long_per_warp must be 1 to {WARP}, not {self.long_per_warp}"
-            raise ValueError(msg)
-        return spread_order(value_ends, self.long_body_bytes, self.long_per_warp)
+    as they came, or ``length``, rows of like body length side by side
+    (:mod:`gpu_stage.transform.device.order`). The output is the same."""
 
     def __init__(self) -> None:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
@@ -247,17 +205,11 @@ class CpuExecutor(Executor):
         sizes = np.zeros(n, dtype=np.int64)
         args = (values, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
-        length = int(li.value_ends[n - 1]) if n else 0
-        marks = np.zeros(mark_words(length), dtype=np.uint32)
-        self.fns.mark_bytes(values, length, marks)
-        if self.lane_order == "spread":
-            self.fns.measure_ordered(*args, *rows, sizes, self.spread(li.value_ends[:n]), marks)
-            return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
         if self.lane_order != "length":
-            self.fns.measure(*args, *rows, sizes, marks)
+            self.fns.measure(*args, *rows, sizes)
             return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
-        self.fns.measure_ordered(*args, *rows, sizes, order, marks)
+        self.fns.measure_ordered(*args, *rows, sizes, order)
         return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes, classes, order)
 
     def sizes(self, handle: _CpuPass) -> I64:

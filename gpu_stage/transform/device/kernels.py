@@ -20,7 +20,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from gpu_stage.transform.device.scan import trailing_zeros
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,6 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             ns["lane_start"] = plain(_zero)
             ns["lane_step"] = plain(_one)
             ns["atomic_add"] = plain(_add)
-            ns["low_bit"] = plain(trailing_zeros)
         else:
             cuda: Any = importlib.import_module("numba.cuda")
             lines = {"lineinfo": True} if os.environ.get(LINEINFO_ENV) == "1" else {}
@@ -75,7 +73,6 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
             ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
             ns["atomic_add"] = cuda.jit(device=True)(ns["atomic_add"])
-            ns["low_bit"] = cuda.jit(device=True)(ns["low_bit"])
         for source in _SOURCES:
             path = _HERE / source
             exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
@@ -136,9 +133,8 @@ def _add(array: Any, i: int, value: int) -> Any:
     return old
 
 
-# The first row and the row stride of a grid-stride loop, an atomic add that returns the value
-# before, and the index of a word's lowest set bit (the set bits below the lowest set bit's value);
-# ``cuda`` must be a global of the functions.
+# The first row and the row stride of a grid-stride loop, and an atomic add that returns the value
+# before; ``cuda`` must be a global of the functions.
 _GRID_SOURCE = """
 from numba import cuda
 
@@ -153,8 +149,4 @@ def lane_step():
 
 def atomic_add(array, i, value):
     return cuda.atomic.add(array, i, value)
-
-
-def low_bit(m):
-    return cuda.popc((m & -m) - 1)
 """

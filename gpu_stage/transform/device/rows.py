@@ -7,8 +7,7 @@ in place): the device works on its own copy of them, and the CPU build copies th
 (:func:`write`) writes the datum at its offset from those slots (:mod:`gpu_stage.transform.device.emit`).
 Thread ``t`` takes row ``t``, or in :func:`measure_ordered` and :func:`write_ordered` row
 ``order[t]``, a permutation of the rows (:mod:`gpu_stage.transform.device.order`: rows of like length
-side by side); pass 1's order may also hold -1, a thread with no row (``spread``: a long body alone in
-its warp). Each row's results go to places of their own, so the order changes no byte.
+side by side); each row's results go to places of its own, so the order changes no byte.
 
 Of the dead letters the lane finds those whose text is a constant: upstream error bodies
 (:data:`UPSTREAM_ERROR`), and bodies that are not UTF-8, not JSON or not an object (from the strict
@@ -34,8 +33,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         record_columns,
     )
     from gpu_stage.transform.device.scan import (
-        decode_marked,
-        is_marked,
+        copy_string,
     )
     from gpu_stage.transform.device.slots import (
         CONTENT,
@@ -92,18 +90,13 @@ def measure_row(
     parts,
     offs,
     tss,
-    marks,
 ):
-    """Pass 1 for row ``r``: its encoded size, ``NOT_TAKEN``, or a dead letter's code (``UPSTREAM_ERROR`` and below).
-
-    ``marks`` are the values' marked bytes (:func:`mark_bytes`), through which the body's strings are
-    crossed a word at a time.
-    """
+    """Pass 1 for row ``r``: its encoded size, ``NOT_TAKEN``, or a dead letter's code (``UPSTREAM_ERROR`` and below)."""
     s = vends[r - 1] if r > 0 else 0
     e = vends[r]
     if e - s > max_bytes:
         return NOT_TAKEN
-    if not body(b, s, e, slots, r, b, marks):
+    if not body(b, s, e, slots, r, b):
         # Tool arguments are decoded in place as they are read: a body walked that far is not read again.
         if slots[r, TOOL_ARGS] >= 0:
             return NOT_TAKEN
@@ -116,7 +109,7 @@ def measure_row(
     c = slots[r, CONTENT]
     if c >= 0:
         length = slots[r, CONTENT + 2]
-        decode_marked(b, c, slots[r, CONTENT + 1], marks)
+        copy_string(b, c, slots[r, CONTENT + 1], b, c)
         state = content_state(
             b,
             c,
@@ -193,7 +186,6 @@ def measure(
     offs,
     tss,
     sizes,
-    marks,
 ):
     """Pass 1 over every row (one thread per row on the device, a loop on the CPU), the rows as they came."""
     r = lane_start()
@@ -227,7 +219,6 @@ def measure(
             parts,
             offs,
             tss,
-            marks,
         )
         r += step
 
@@ -262,16 +253,12 @@ def measure_ordered(
     tss,
     sizes,
     order,
-    marks,
 ):
-    """:func:`measure` with thread ``t`` on row ``order[t]``: each row once, -1 for a thread with none."""
+    """:func:`measure` with thread ``t`` on row ``order[t]``, a permutation of the rows."""
     t = lane_start()
     step = lane_step()
-    while t < order.shape[0]:
+    while t < sizes.shape[0]:
         r = order[t]
-        if r < 0:
-            t += step
-            continue
         sizes[r] = measure_row(
             b,
             vends,
@@ -300,30 +287,8 @@ def measure_ordered(
             parts,
             offs,
             tss,
-            marks,
         )
         t += step
-
-
-@kernel
-def mark_bytes(b, length, marks):
-    """Bit ``k`` of ``marks[w]`` set where byte ``32 * w + k`` of ``b[:length]`` is marked (:func:`is_marked`).
-
-    One thread per word, before pass 1: each body's thread then crosses a string's plain run a word
-    at a time instead of a byte at a time (string scanning was most of pass 1's instructions, each
-    thread at its own place in its own string). Words past the one holding byte ``length`` are left as
-    they are (``marks`` may be longer: no string reaches them), the bits past ``length`` clear.
-    """
-    w = lane_start()
-    step = lane_step()
-    while w <= (length >> 5):
-        bits = 0
-        at = w << 5
-        for k in range(32):
-            if at + k < length and is_marked(b[at + k]):
-                bits |= 1 << k
-        marks[w] = bits
-        w += step
 
 
 @kernel

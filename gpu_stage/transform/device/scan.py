@@ -26,17 +26,7 @@ def _plain(fn: Any) -> Any:
     return fn
 
 
-def trailing_zeros(m: int) -> int:
-    """Zero bits below the lowest set bit of ``m`` (> 0): the CPU's and plain Python's ``low_bit``."""
-    k = 0
-    while (m & 1) == 0:
-        m >>= 1
-        k += 1
-    return k
-
-
 jit: Any = globals().get("jit", _plain)
-low_bit: Any = globals().get("low_bit", trailing_zeros)
 
 QUOTE = 34
 BSLASH = 92
@@ -258,97 +248,6 @@ def scan_string(b, p, e, allow_escapes):
             p += k
             n += k
     return -1, 0
-
-
-@jit
-def next_mark(marks, p, e):
-    """The first position in ``[p, e)`` whose byte is marked (see :func:`is_marked`), or ``e``.
-
-    ``marks`` holds a bit per byte of the values, 32 to a word (bit ``k`` of word ``w``: byte
-    ``32 * w + k``), so a run of plain string bytes is crossed a word at a time.
-    """
-    w = p >> 5
-    m = int(marks[w]) >> (p & 31)
-    if m != 0:
-        q = p + low_bit(m)
-        return q if q < e else e
-    w += 1
-    while (w << 5) < e:
-        m = int(marks[w])
-        if m != 0:
-            q = (w << 5) + low_bit(m)
-            return q if q < e else e
-        w += 1
-    return e
-
-
-@jit
-def is_marked(c):
-    """Whether byte ``c`` ends a string's plain run: a quote, a backslash, a control or a non-ASCII byte."""
-    return c == QUOTE or c == BSLASH or c < 0x20 or c >= 0x80
-
-
-@jit
-def scan_marked(b, p, e, marks):
-    """:func:`scan_string` with escapes allowed, over bytes as they were when ``marks`` was made.
-
-    The plain runs between marked bytes are skipped through ``marks``; each marked byte is what
-    :func:`scan_string` would look at, and gets the same checks.
-    """
-    p += 1
-    n = 0
-    while p < e:
-        q = next_mark(marks, p, e)
-        n += q - p
-        p = q
-        if p >= e:
-            break
-        c = b[p]
-        if c == QUOTE:
-            return p + 1, n
-        if c == BSLASH:
-            p, code = escape_code(b, p, e)
-            if p < 0:
-                return -1, 0
-            n += utf8_width(code)
-        elif c < 0x20:
-            return -1, 0
-        else:
-            k = utf8_len(b, p, e)
-            if k == 0:
-                return -1, 0
-            p += k
-            n += k
-    return -1, 0
-
-
-@jit
-def decode_marked(b, s, e, marks):
-    """:func:`copy_string` of the string body ``b[s:e]`` onto itself, its bytes as when ``marks`` was made.
-
-    The bytes before the first escape stay where they are; after it, each plain run is moved down as
-    a whole. Returns the decoded end.
-    """
-    while s < e:
-        q = next_mark(marks, s, e)
-        if q >= e:
-            return e
-        if b[q] == BSLASH:
-            s = q
-            break
-        s = q + 1
-    w = s
-    while s < e:
-        if b[s] == BSLASH:
-            s, code = escape_code(b, s, e)
-            w = put_code(b, w, code)
-        else:
-            q = next_mark(marks, s + 1, e)
-            for k in range(q - s):
-                b[w + k] = b[s + k]
-            w += q - s
-            s = q
-    return w
 
 
 @jit

@@ -39,7 +39,6 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         open_object,
         put_code,
         same_decoded,
-        scan_marked,
         scan_number,
         scan_string,
         skip_value,
@@ -105,14 +104,10 @@ def _plain(fn: Any) -> Any:
 jit: Any = globals().get("jit", _plain)
 
 @jit
-def read_string(b, p, e, slots, r, slot, marks):
-    """A string-or-null value at ``p`` into a string slot; the end of the value, or -1.
-
-    The body's strings are read through ``marks`` (:func:`scan_marked`): they are the text as it came,
-    none of it decoded in place yet.
-    """
+def read_string(b, p, e, slots, r, slot):
+    """A string-or-null value at ``p`` into a string slot; the end of the value, or -1."""
     if b[p] == QUOTE:
-        end, decoded = scan_marked(b, p, e, marks)
+        end, decoded = scan_string(b, p, e, True)
         if end < 0:
             return -1
         slots[r, slot] = p + 1
@@ -367,7 +362,7 @@ def compact_json(sc, p, e):
 
 
 @jit
-def tool_arguments(b, p, e, slots, r, sc, marks):
+def tool_arguments(b, p, e, slots, r, sc):
     """``function.arguments``: compact JSON text of an object, or the string as sent; end, or -1.
 
     The string is decoded in place; a text that starts as an object but is not JSON is kept as sent
@@ -377,7 +372,7 @@ def tool_arguments(b, p, e, slots, r, sc, marks):
         slots[r, TOOL_ARGS] = -1
         slots[r, TOOL_VALID] = -1
         return p + 4
-    end = read_string(b, p, e, slots, r, TOOL_ARGS, marks)
+    end = read_string(b, p, e, slots, r, TOOL_ARGS)
     if end < 0:
         return -1
     s = slots[r, TOOL_ARGS]
@@ -399,7 +394,7 @@ def tool_arguments(b, p, e, slots, r, sc, marks):
 
 
 @jit
-def on_call(b, p, e, slots, r, sc, marks):
+def on_call(b, p, e, slots, r, sc):
     """The first tool call's ``function`` (null or absent: no tool columns)."""
     if is_null(b, p, e):
         return p + 4
@@ -408,15 +403,15 @@ def on_call(b, p, e, slots, r, sc, marks):
     while closed == 0:
         index, p, seen = member(b, p, e, FUNCTION_NAMES, FUNCTION_ENDS, 2, seen, False)
         if index == 0:
-            p = read_string(b, p, e, slots, r, TOOL_NAME, marks)
+            p = read_string(b, p, e, slots, r, TOOL_NAME)
         elif index == 1:
-            p = tool_arguments(b, p, e, slots, r, sc, marks)
+            p = tool_arguments(b, p, e, slots, r, sc)
         p, closed = next_member(b, p, e)
     return p
 
 
 @jit
-def tool_calls(b, p, e, slots, r, sc, marks):
+def tool_calls(b, p, e, slots, r, sc):
     """``tool_calls``: null, ``[]``, or calls of which the first fills the tool columns."""
     if is_null(b, p, e):
         return p + 4
@@ -432,7 +427,7 @@ def tool_calls(b, p, e, slots, r, sc, marks):
     while closed == 0:
         index, q, seen = member(b, q, e, CALL_NAMES, CALL_ENDS, 1, seen, False)
         if index >= 0:
-            q = on_call(b, q, e, slots, r, sc, marks)
+            q = on_call(b, q, e, slots, r, sc)
         q, closed = next_member(b, q, e)
     if q < 0:
         return -1
@@ -452,7 +447,7 @@ def tool_calls(b, p, e, slots, r, sc, marks):
 
 
 @jit
-def message(b, p, e, slots, r, sc, marks):
+def message(b, p, e, slots, r, sc):
     """The first choice's message (or delta) object: content, reasoning, tool calls; its end, or -1."""
     slots[r, REASONING_CONTENT] = -1
     p, closed = open_object(b, p, e)
@@ -460,27 +455,27 @@ def message(b, p, e, slots, r, sc, marks):
     while closed == 0:
         index, p, seen = member(b, p, e, MESSAGE_NAMES, MESSAGE_ENDS, 4, seen, False)
         if index == 0:
-            p = read_string(b, p, e, slots, r, CONTENT, marks)
+            p = read_string(b, p, e, slots, r, CONTENT)
         elif index == 1:
-            p = read_string(b, p, e, slots, r, REASONING, marks)
+            p = read_string(b, p, e, slots, r, REASONING)
         elif index == 2:
-            p = read_string(b, p, e, slots, r, REASONING_CONTENT, marks)
+            p = read_string(b, p, e, slots, r, REASONING_CONTENT)
         elif index == 3:
-            p = tool_calls(b, p, e, slots, r, sc, marks)
+            p = tool_calls(b, p, e, slots, r, sc)
         p, closed = next_member(b, p, e)
     return p
 
 
 @jit
-def on_choice(b, p, e, index, slots, r, sc, marks):
+def on_choice(b, p, e, index, slots, r, sc):
     """A member of the first choice; message, delta and text are only located here (see :func:`choice`)."""
     if index == 0:
         return read_int(b, p, e, slots, r, INDEX, -2147483648, 2147483647)
     if index == 1:
-        return read_string(b, p, e, slots, r, FINISH, marks)
+        return read_string(b, p, e, slots, r, FINISH)
     if index == 5:
         if b[p] == QUOTE:
-            return read_string(b, p, e, slots, r, STOP, marks)
+            return read_string(b, p, e, slots, r, STOP)
         if is_null(b, p, e):
             slots[r, STOP] = -1
             return p + 4
@@ -496,7 +491,7 @@ def on_choice(b, p, e, index, slots, r, sc, marks):
 
 
 @jit
-def choice(b, p, e, slots, r, sc, marks):
+def choice(b, p, e, slots, r, sc):
     """The first choice: its columns, then the content from message, else delta, else text."""
     slots[r, MESSAGE_AT] = -1
     slots[r, DELTA_AT] = -1
@@ -506,7 +501,7 @@ def choice(b, p, e, slots, r, sc, marks):
     while closed == 0:
         index, end, seen = member(b, end, e, CHOICE_NAMES, CHOICE_ENDS, 6, seen, False)
         if index >= 0:
-            end = on_choice(b, end, e, index, slots, r, sc, marks)
+            end = on_choice(b, end, e, index, slots, r, sc)
         end, closed = next_member(b, end, e)
     if end < 0:
         return -1
@@ -514,20 +509,20 @@ def choice(b, p, e, slots, r, sc, marks):
     if holder >= 0:
         if is_null(b, holder, e):
             return end
-        if message(b, holder, e, slots, r, sc, marks) < 0:
+        if message(b, holder, e, slots, r, sc) < 0:
             return -1
         if slots[r, REASONING] < 0:
             for k in range(3):
                 slots[r, REASONING + k] = slots[r, REASONING_CONTENT + k]
         return end
     text = slots[r, TEXT_AT]
-    if text >= 0 and read_string(b, text, e, slots, r, CONTENT, marks) < 0:
+    if text >= 0 and read_string(b, text, e, slots, r, CONTENT) < 0:
         return -1
     return end
 
 
 @jit
-def choices(b, p, e, slots, r, sc, marks):
+def choices(b, p, e, slots, r, sc):
     """``choices``: an array of at most one choice (more are left to the native core)."""
     if b[p] != LBRACK:
         return -1
@@ -535,7 +530,7 @@ def choices(b, p, e, slots, r, sc, marks):
     if q < e and b[q] == RBRACK:
         slots[r, NUM_CHOICES] = 0
         return q + 1
-    q = choice(b, q, e, slots, r, sc, marks)
+    q = choice(b, q, e, slots, r, sc)
     if q < 0:
         return -1
     q = skip_ws(b, q, e)
@@ -546,12 +541,12 @@ def choices(b, p, e, slots, r, sc, marks):
 
 
 @jit
-def on_top(b, p, e, index, slots, r, sc, marks):
+def on_top(b, p, e, index, slots, r, sc):
     """A member of the top-level object (index in :data:`TOP_KEYS`)."""
     if index == 0 or index == 1:
         if b[p] != QUOTE:
             return -1
-        return read_string(b, p, e, slots, r, ID if index == 0 else OBJECT, marks)
+        return read_string(b, p, e, slots, r, ID if index == 0 else OBJECT)
     if index == 2:
         end, kind, value, _ = scan_number(b, p, e)
         if kind != 1 or value < 0 or value > 9223372036854775:
@@ -559,9 +554,9 @@ def on_top(b, p, e, index, slots, r, sc, marks):
         slots[r, CREATED] = value * 1000
         return end
     if index == 3:
-        return read_string(b, p, e, slots, r, MODEL, marks)
+        return read_string(b, p, e, slots, r, MODEL)
     if index == 4:
-        return choices(b, p, e, slots, r, sc, marks)
+        return choices(b, p, e, slots, r, sc)
     if index == 5:
         if is_null(b, p, e):
             return p + 4
@@ -574,9 +569,9 @@ def on_top(b, p, e, index, slots, r, sc, marks):
             p, closed = next_member(b, p, e)
         return p
     if index == 6:
-        return read_string(b, p, e, slots, r, FINGERPRINT, marks)
+        return read_string(b, p, e, slots, r, FINGERPRINT)
     if index == 7:
-        return read_string(b, p, e, slots, r, TIER, marks)
+        return read_string(b, p, e, slots, r, TIER)
     if index == 8:
         return p + 4 if is_null(b, p, e) else -1
     return skip_value(b, p, e, True)
@@ -597,7 +592,7 @@ def clear_row(slots, r):
 
 
 @jit
-def body(b, s, e, slots, r, sc, marks):
+def body(b, s, e, slots, r, sc):
     """Walk one body ``b[s:e]``; True when it is a good row the lane takes."""
     clear_row(slots, r)
     p, closed = open_object(b, skip_ws(b, s, e), e)
@@ -605,7 +600,7 @@ def body(b, s, e, slots, r, sc, marks):
     while closed == 0:
         index, p, seen = member(b, p, e, TOP_NAMES, TOP_ENDS, 11, seen, True)
         if index >= 0:
-            p = on_top(b, p, e, index, slots, r, sc, marks)
+            p = on_top(b, p, e, index, slots, r, sc)
         p, closed = next_member(b, p, e)
     if p < 0 or skip_ws(b, p, e) != e:
         return False

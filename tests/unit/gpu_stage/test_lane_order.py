@@ -2,8 +2,7 @@
 
 Threads take rows grouped by body length class so that a warp's bodies end together. The order must
 be a permutation of the rows, grouped by class (within each of pass 2's pieces, for pass 2), and it
-must change no byte: ``length``, ``spread`` and ``arrival`` give the native core's output, in one
-piece or many. ``spread`` puts pass 1's long bodies in warps of their own, first.
+must change no byte: ``length`` and ``arrival`` give the native core's output, in one piece or many.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from gpu_stage import synth
 from gpu_stage.transform.api import LANE_ORDERS, TransformSettings
 from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.device.columns import LaneInput
-from gpu_stage.transform.device.executor import WARP, CpuExecutor, piece_rows, spread_order, write_pieces
+from gpu_stage.transform.device.executor import CpuExecutor, piece_rows, write_pieces
 from gpu_stage.transform.device.lane import LaneTransform
 from gpu_stage.transform.device.merge import int_columns
 from gpu_stage.transform.device.order import CLASSES, length_class
@@ -85,54 +84,9 @@ def test_arrival_makes_no_order_and_length_keeps_it_for_pass_2() -> None:
     for order, lane in LANES.items():
         li = LaneInput.of(lane.native._core, batch, lane.executor.staging, int_columns(batch))
         handle = lane.executor.submit(li, len(batch), 0)
-        assert (handle.order is None, handle.classes is None) == (order != "length",) * 2
+        assert (handle.order is None, handle.classes is None) == (order == "arrival",) * 2
         if order == "length":
             assert sorted(handle.order.tolist()) == list(range(64))
-
-
-@pytest.mark.parametrize("per_warp", [1, 3, WARP])
-def test_spread_puts_long_bodies_first_in_warps_of_their_own(per_warp: int) -> None:
-    lengths = [10, 5000, 20, 4096, 4097, 30, 9000, 1, 6000, 7000, 40]
-    order = spread_order(np.cumsum(lengths, dtype=np.int64), 4096, per_warp)
-    long_rows, short_rows = [1, 4, 6, 8, 9], [0, 2, 3, 5, 7, 10]
-    warps = -(-len(long_rows) // per_warp)
-    assert len(order) == warps * WARP + len(short_rows)
-    spread = order[: warps * WARP].reshape(warps, WARP)
-    assert (spread[:, per_warp:] == -1).all()  # a warp's other threads have no row
-    taken = spread[:, :per_warp].ravel()
-    assert taken[taken >= 0].tolist() == long_rows  # in arrival order, at most per_warp to a warp
-    assert order[warps * WARP :].tolist() == short_rows
-
-
-def test_spread_with_no_long_bodies_or_none_at_all() -> None:
-    assert spread_order(np.cumsum([10, 20, 30], dtype=np.int64), 4096, 1).tolist() == [0, 1, 2]
-    assert spread_order(np.zeros(0, dtype=np.int64), 4096, 1).tolist() == []
-    every = spread_order(np.cumsum([5, 6], dtype=np.int64), 0, 1)
-    assert every.tolist() == [0] + [-1] * (WARP - 1) + [1] + [-1] * (WARP - 1)
-
-
-@pytest.mark.parametrize(("long_bytes", "per_warp"), [(0, 1), (1000, 1), (1000, 5), (2000, WARP)])
-def test_spread_gives_the_native_cores_bytes(mixed: list[bytes], long_bytes: int, per_warp: int) -> None:
-    """Every body long, or those over 1-2 KB, one to 32 to a warp: the same rows, bytes and dead letters."""
-    batch = synth.batch(mixed, first_offset=5)
-    lane = LANES["spread"]
-    lane.executor.long_body_bytes, lane.executor.long_per_warp = long_bytes, per_warp
-    try:
-        _assert_same(NATIVE.parse(batch), lane.parse(batch))
-        assert lane.measure(batch).tolist() == LANES["arrival"].measure(batch).tolist()
-    finally:
-        lane.executor.long_body_bytes, lane.executor.long_per_warp = 4096, 1
-
-
-def test_spread_refuses_a_warp_share_out_of_range() -> None:
-    executor = LANES["spread"].executor
-    for per_warp in (0, WARP + 1):
-        executor.long_per_warp = per_warp
-        try:
-            with pytest.raises(ValueError, match="long_per_warp must be 1 to 32"):
-                executor.spread(np.cumsum([10, 20], dtype=np.int64))
-        finally:
-            executor.long_per_warp = 1
 
 
 def test_pass_2_order_sorts_each_piece_in_its_own_span(mixed: list[bytes]) -> None:
@@ -176,7 +130,7 @@ def test_either_order_gives_the_native_cores_bytes(mixed: list[bytes], piece_byt
             lane.executor.write_piece_bytes = 0
         assert lane.taken_rows - before > 0.9 * len(batch)
         sizes[order] = lane.measure(batch).tolist()
-    assert sizes["length"] == sizes["spread"] == sizes["arrival"]
+    assert sizes["length"] == sizes["arrival"]
 
 
 @pytest.mark.parametrize("order", LANE_ORDERS)
@@ -211,9 +165,7 @@ def test_the_lane_order_setting_reaches_the_executor(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("GPU_STAGE_LANE_ORDER", "shortest")
     with pytest.raises(ConfigError) as refused:
         parse([])
-    assert str(refused.value) == (
-        "GPU_STAGE_LANE_ORDER (--lane-order) must be one of arrival, length, spread, not 'shortest'"
-    )
+    assert str(refused.value) == "GPU_STAGE_LANE_ORDER (--lane-order) must be one of arrival, length, not 'shortest'"
     assert LANES["arrival"].executor.lane_order == "arrival"
     assert LANES["length"].executor.lane_order == "length"
 
@@ -223,7 +175,6 @@ def test_the_benchmark_runs_the_orders_asked_for() -> None:
 
     assert parser().parse_args([]).lane_orders == ["arrival"]
     assert parser().parse_args(["--lane-orders", "arrival,length"]).lane_orders == ["arrival", "length"]
-    assert parser().parse_args(["--lane-orders", "spread"]).lane_orders == ["spread"]
     with pytest.raises(SystemExit):
         parser().parse_args(["--lane-orders", "length,shortest"])
     entry = {"engine": "gpu_stage-gpu-packed", "records_per_s": 1.0}
