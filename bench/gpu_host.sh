@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|source|stalls|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|trees|source|stalls|peers|all]}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -142,6 +142,22 @@ if [ "$what" = longest ]; then
         --out "$out/lane-timeline-real-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
     step python -m bench.lane_timeline --corpus-in "$real_file" --records 400000 --serial \
         --out "$out/lane-timeline-real-serial-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
+fi
+if [ "$what" = trees ]; then
+    # The device lane alone on the real-shaped corpus from each of several source trees, one after the
+    # other on one host: LANE_TREES lists NAME=DIR pairs, each DIR holding a revision's gpu_stage/
+    # (e.g. from `git archive REV gpu_stage | tar -x -C DIR`); the rest comes from this checkout.
+    # `python -m` puts the current folder first on sys.path, so each run starts from inside its DIR.
+    [ -s "$real_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus, real_corpus
+corpus.write(real_corpus.generate(1000000), Path(sys.argv[1]))" "$real_file" > "$out/gpu-trees-h200.log" 2>&1
+    here=$(pwd)
+    for tree in ${LANE_TREES:?LANE_TREES=NAME=DIR ... names the trees}; do
+        name=${tree%%=*} dir=$(cd "${tree#*=}" && pwd)
+        echo "== $name: the device lane from $dir" >&2
+        (cd "$dir" && PYTHONPATH="$dir:$here:${PYTHONPATH:-}" python -m bench --records 1000000 \
+            --corpus-in "$real_file" "${lane_only[@]}" --out "$out/bench-real-tree-$name-h200.json") \
+            >> "$out/gpu-trees-h200.log" 2>&1 || status=1
+    done
 fi
 if [ "$what" = source ]; then
     # Where pass 1's instructions and stalls are, by source line (kernels built with line information),
