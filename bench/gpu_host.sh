@@ -66,8 +66,12 @@ if [ "$what" = timeline ]; then
         > "$out/lane-timeline-serial-h200.log" 2>&1
 fi
 corpus_file=${CORPUS_FILE:-/tmp/bench-corpus-1k.bin}
-real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real.bin}  # the real-shaped corpus of longest and stalls
 lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)  # the device lane alone
+real_corpus() {  # the real-shaped corpus of $1 bodies in real_file, named by its count, made once per host
+    real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real-$1.bin}
+    [ -s "$real_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus, real_corpus
+corpus.write(real_corpus.generate(int(sys.argv[1])), Path(sys.argv[2]))" "$1" "$real_file"
+}
 harness_corpus() {  # the harness's ~1 KB corpus (800 k bodies) for the device timeline, made once per host
     [ -s "$corpus_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus
 corpus.write(corpus.generate(corpus.CorpusConfig(records=800000, sizes=corpus.parse_sizes('1024:1'))), Path(sys.argv[1]))" \
@@ -132,8 +136,9 @@ if [ "$what" = longest ]; then
     # What a batch's longest bodies cost the device lane: the real-shaped corpus whole, then without its
     # bodies over 4, 2 and 1 KB (fewer bodies each time); device lane alone, 100 k packed batches. Then
     # the device timeline of the whole corpus, overlapped and serial (each pass's device time per batch).
-    step python -m bench --records 1000000 --corpus real --corpus-out "$real_file" "${lane_only[@]}" \
-        --out "$out/bench-real-longest-all-h200.json" > "$out/gpu-longest-h200.log" 2>&1
+    real_corpus 1000000 > "$out/gpu-longest-h200.log" 2>&1
+    step python -m bench --records 1000000 --corpus-in "$real_file" "${lane_only[@]}" \
+        --out "$out/bench-real-longest-all-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
     for cap in 4096 2048 1024; do
         step python -m bench --records 1000000 --corpus-in "$real_file" --longest "$cap" "${lane_only[@]}" \
             --out "$out/bench-real-longest-$cap-h200.json" >> "$out/gpu-longest-h200.log" 2>&1
@@ -148,8 +153,7 @@ if [ "$what" = trees ]; then
     # other on one host: LANE_TREES lists NAME=DIR pairs, each DIR holding a revision's gpu_stage/
     # (e.g. from `git archive REV gpu_stage | tar -x -C DIR`); the rest comes from this checkout.
     # `python -m` puts the current folder first on sys.path, so each run starts from inside its DIR.
-    [ -s "$real_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus, real_corpus
-corpus.write(real_corpus.generate(1000000), Path(sys.argv[1]))" "$real_file" > "$out/gpu-trees-h200.log" 2>&1
+    real_corpus 1000000 > "$out/gpu-trees-h200.log" 2>&1
     here=$(pwd)
     for tree in ${LANE_TREES:?LANE_TREES=NAME=DIR ... names the trees}; do
         name=${tree%%=*} dir=$(cd "${tree#*=}" && pwd)
@@ -162,8 +166,7 @@ fi
 if [ "$what" = source ]; then
     # Where pass 1's instructions and stalls are, by source line (kernels built with line information),
     # on one 100 k batch of the real-shaped corpus; the report's source page as CSV, CUDA lines and SASS.
-    [ -s "$real_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus, real_corpus
-corpus.write(real_corpus.generate(300000), Path(sys.argv[1]))" "$real_file" > "$out/ncu-source-h200.log" 2>&1
+    real_corpus 300000 > "$out/ncu-source-h200.log" 2>&1
     step env GPU_STAGE_LANE_LINEINFO=1 ncu --clock-control none --kernel-name regex:measure --launch-skip 2 \
         --launch-count 1 --section SourceCounters --section WarpStateStats --section InstructionStats \
         --import-source yes -f -o "$out/ncu-pass1-source" python -m bench.lane_timeline --corpus-in "$real_file" \
@@ -178,8 +181,7 @@ if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one
     # 100 k batch of the real-shaped corpus and one of ~1 KB generated bodies, after two launches each;
     # the clocks are left as they are.
-    [ -s "$real_file" ] || step python -m bench --records 300000 --corpus real --corpus-out "$real_file" \
-        "${lane_only[@]}" > "$out/ncu-pass1-h200.log" 2>&1
+    real_corpus 300000 > "$out/ncu-pass1-h200.log" 2>&1
     sections=(--section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats
         --section MemoryWorkloadAnalysis --section SchedulerStats)
     for corpus in real generated; do

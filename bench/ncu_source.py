@@ -56,8 +56,11 @@ def _number(text: str) -> float:
         return 0.0
 
 
-def function_of(source: str, spans: dict[str, list[tuple[int, int, str]]], folder: Path) -> Any:
-    """A finder of the innermost function of ``source`` (a lane source file in ``folder``) holding a line."""
+def function_at(source: str, line: int, spans: dict[str, list[tuple[int, int, str]]], folder: Path) -> str:
+    """The innermost function of ``source`` (a lane source file in ``folder``) holding ``line``, or ``?``.
+
+    ``spans`` keeps each file's function spans, parsed on first use.
+    """
     if source not in spans:
         path = folder / source
         tree = ast.parse(path.read_text(encoding="utf-8")) if path.exists() else ast.Module(body=[], type_ignores=[])
@@ -66,12 +69,8 @@ def function_of(source: str, spans: dict[str, list[tuple[int, int, str]]], folde
             for node in ast.walk(tree)
             if isinstance(node, ast.FunctionDef)
         ]
-
-    def find(line: int) -> str:
-        holding = [(start, name) for start, end, name in spans[source] if start <= line <= end]
-        return max(holding)[1] if holding else "?"
-
-    return find
+    holding = [(start, name) for start, end, name in spans[source] if start <= line <= end]
+    return max(holding)[1] if holding else "?"
 
 
 def summarize(figures: dict[tuple[str, int], dict[str, float]], top: int, folder: Path = DEVICE) -> dict[str, Any]:
@@ -81,7 +80,7 @@ def summarize(figures: dict[tuple[str, int], dict[str, float]], top: int, folder
     by_function: dict[str, dict[str, float]] = collections.defaultdict(lambda: dict.fromkeys(METRICS, 0.0))
     lines = []
     for (source, line), f in figures.items():
-        name = f"{source}:{function_of(source, spans, folder)(line)}"
+        name = f"{source}:{function_at(source, line, spans, folder)}"
         for key in METRICS:
             by_function[name][key] += f[key]
         lines.append((f"{source}:{line}", name, f))

@@ -65,7 +65,7 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             ns["atomic_add"] = plain(_add)
         else:
             cuda: Any = importlib.import_module("numba.cuda")
-            lines = {"lineinfo": True} if os.environ.get(LINEINFO_ENV) == "1" else {}
+            lines = {"lineinfo": True} if _lineinfo() else {}
             # Kernels are cached whole (their device functions are compiled into them).
             kernel = cuda.jit(cache=True, **lines) if folder is not None else cuda.jit(**lines)
             ns.update(jit=cuda.jit(device=True, **lines), kernel=kernel)
@@ -90,8 +90,7 @@ def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
     import numba
 
     digest = hashlib.sha256()
-    lines = os.environ.get(LINEINFO_ENV, "")
-    for part in (target, lines, numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
+    for part in (target, _lineinfo(), numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
         digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
     key = digest.hexdigest()[:16]
     folder = cache / f"lane-{target}-{key}"
@@ -116,6 +115,11 @@ def _numba_cache_dir(folder: Path | None) -> Iterator[None]:
         yield
     finally:
         config.CACHE_DIR = before
+
+
+def _lineinfo() -> bool:
+    """Whether the CUDA kernels are built with source line information (:data:`LINEINFO_ENV`)."""
+    return os.environ.get(LINEINFO_ENV) == "1"
 
 
 def _zero() -> int:
