@@ -20,8 +20,8 @@ from llmpipe.record import TypedRecord
 
 STAGE = "gpu_stage"
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
-LaneOrder = Literal["arrival", "length"]
-LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length")
+LaneOrder = Literal["arrival", "length", "warp"]
+LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "warp")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
 
 
@@ -50,9 +50,11 @@ class TransformSettings:
     cost of a few milliseconds, more than the native core takes for a few hundred bodies, and a
     small batch is a latency-bound one. 0 sends every batch to the device."""
     lane_order: LaneOrder = "arrival"
-    """Which row each thread of the device lane takes (GPU backend): ``arrival``, as they come, or
+    """Which row each thread of the device lane takes (GPU backend): ``arrival``, as they come;
     ``length``, rows of like body length side by side in each warp (a warp walks as long as its
-    longest body). The output is the same either way (:mod:`gpu_stage.transform.device.order`)."""
+    longest body, :mod:`gpu_stage.transform.device.order`); ``warp``, in pass 1 a whole warp per row,
+    its 32 threads reading the body's strings together (:mod:`gpu_stage.transform.device.warp`).
+    The output is the same whichever."""
 
 
 @runtime_checkable

@@ -314,11 +314,11 @@ def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     assert executor.write.direct > 3 * len(raws)
 
 
-@pytest.mark.parametrize("order", ["length", "arrival"])
+@pytest.mark.parametrize("order", ["length", "arrival", "warp"])
 def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
     """Bodies of 400 B to 32 KB: threads taking the rows by length class (pass 1, and each of pass 2's
-    pieces: the output in one piece, in 1 MiB pieces, in the lane's) or as they came write the native
-    core's bytes, a batch at a time and streamed.
+    pieces: the output in one piece, in 1 MiB pieces, in the lane's), as they came, or a warp per row
+    in pass 1 write the native core's bytes, a batch at a time and streamed.
     """
     from dataclasses import replace
 
@@ -339,3 +339,25 @@ def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
         results = fresh.packed.stream(PackedBatch.of(raw, fresh.packed.input_buffer) for raw in raws)
         for raw, got in zip(raws, results, strict=True):
             assert_same_result(native.parse(raw), got)
+
+
+@pytest.mark.parametrize("kind", ["real", "escapes"])
+def test_a_warp_per_row_gives_the_native_cores_bytes(kind: str) -> None:
+    """``warp`` on 100 k real-shaped bodies and 100 k bodies full of escapes, in 10 k batches: the
+    warp's ballots and shuffles (the CPU build runs its lanes one after another) write the native
+    core's bytes, and pass 1 gives each row the size one thread per row gives it.
+    """
+    from dataclasses import replace
+
+    from bench import escape_corpus, real_corpus
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+
+    values = (real_corpus.generate(100_000) if kind == "real" else escape_corpus.escape_bodies(100_000)).values
+    warp = LaneTransform(replace(WIDE, lane_order="warp"), CudaExecutor)
+    one_thread = LaneTransform(WIDE, CudaExecutor)
+    native = NativeBackend(WIDE)
+    for raw in _split(values, [10_000] * 10):
+        taken, good = _run(warp, native, raw)
+        assert taken > 0.95 * len(raw) and good > 0
+        assert warp.measure(raw).tolist() == one_thread.measure(raw).tolist()

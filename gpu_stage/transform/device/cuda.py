@@ -33,6 +33,8 @@ from gpu_stage.transform.stages import StageClock
 log = logging.getLogger(__name__)
 
 THREADS = 128
+WARP = 32
+"""Threads of a warp: with ``warp`` each row of pass 1 takes this many (:mod:`gpu_stage.transform.device.warp`)."""
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
@@ -129,6 +131,8 @@ class CudaExecutor(Executor):
         super().__init__()
         self._cuda: Any = cuda
         self.fns = compile_lane("cuda", cache)
+        self._cache = cache
+        self._warp_measure: DirectLaunch | None = None
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
@@ -378,7 +382,10 @@ class CudaExecutor(Executor):
         threads = self.measure_threads
         args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
         args += a["records"]
-        if self.lane_order != "length":
+        if self.lane_order == "warp":
+            a["order"] = a["classes"] = None
+            self._measure_warp()(-(-n * WARP // threads), threads, stream, *args, sizes)
+        elif self.lane_order != "length":
             a["order"] = a["classes"] = None
             self.measure(-(-n // threads), threads, stream, *args, sizes)
         else:
@@ -389,6 +396,12 @@ class CudaExecutor(Executor):
         sized = self._cuda.event(timing=False)
         sized.record(stream)
         return _Pass(slot, stream, n, a, host_sizes, sized)
+
+    def _measure_warp(self) -> DirectLaunch:
+        """Pass 1 of the ``warp`` order: a warp per row (the ``cuda-warp`` build, compiled at its first use)."""
+        if self._warp_measure is None:
+            self._warp_measure = DirectLaunch(compile_lane("cuda-warp", self._cache).measure)
+        return self._warp_measure
 
     def _row_order(self, k: str, n: int, value_ends: Any, stream: Any) -> tuple[Any, Any]:
         """Queue the making of the order pass 1's threads take the rows in (``length``), on the slot's stream.

@@ -75,8 +75,9 @@ class Executor:
     SLOTS = 2
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
-    as they came, or ``length``, rows of like body length side by side
-    (:mod:`gpu_stage.transform.device.order`). The output is the same."""
+    as they came; ``length``, rows of like body length side by side
+    (:mod:`gpu_stage.transform.device.order`); ``warp``, a warp per row in pass 1, built from
+    the ``-warp`` target (:mod:`gpu_stage.transform.device.warp`). The output is the same."""
 
     def __init__(self) -> None:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
@@ -164,6 +165,7 @@ class CpuExecutor(Executor):
         """Compile the lane with numba for this CPU (or load it from ``cache``)."""
         super().__init__()
         self.fns = compile_lane("cpu", cache)
+        self.cache = cache
         self.tables = tables
         self.max_bytes = max_bytes
         self.write_piece_bytes = 0
@@ -206,7 +208,8 @@ class CpuExecutor(Executor):
         args = (values, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
         if self.lane_order != "length":
-            self.fns.measure(*args, *rows, sizes)
+            fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
+            fns.measure(*args, *rows, sizes)
             return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
         self.fns.measure_ordered(*args, *rows, sizes, order)

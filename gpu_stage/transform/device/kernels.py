@@ -27,20 +27,25 @@ _HERE = Path(__file__).parent
 LINEINFO_ENV = "GPU_STAGE_LANE_LINEINFO"
 """Set to 1, the CUDA kernels carry source line information (for a profiler's per-line figures);
 the code is the same, and it is cached apart."""
+TARGETS = ("cpu", "cuda", "cpu-warp", "cuda-warp")
+"""``cpu`` (numba.njit) and ``cuda`` (numba.cuda): one thread per body. ``cuda-warp``: a warp per body,
+strings read by its 32 threads together (:mod:`gpu_stage.transform.device.warp`); ``cpu-warp``: the same code on
+the CPU, the warp's ballots and shuffles done lane by lane (what the tests compare)."""
 _SOURCES = (
-    "scan.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py", "order.py",
+    "scan.py", "warp.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py",
+    "order.py",
 )  # fmt: skip
 
 
 @functools.cache
 def compile_lane(target: str, cache: Path | None = None) -> SimpleNamespace:
-    """The lane's functions compiled for ``"cpu"`` (numba.njit) or ``"cuda"`` (numba.cuda), once per process.
+    """The lane's functions compiled for ``target``, once per process: see :data:`TARGETS`.
 
     numba compiles each function on its first call; the content schema is data (:class:`ContentTables`),
     so one compilation serves every schema. With ``cache`` the compiled code is kept on disk between
     processes (a worker then starts in about a second instead of tens): see :func:`_cached_namespace`.
     """
-    if target not in ("cpu", "cuda"):
+    if target not in TARGETS:
         msg = f"unknown lane target {target!r}"
         raise ConfigError(msg)
     if cache is not None:
@@ -48,14 +53,15 @@ def compile_lane(target: str, cache: Path | None = None) -> SimpleNamespace:
             return _compile(target, _cached_namespace(target, cache))
         except Exception as exc:  # an unwritable folder, a numba without caching: compile as before
             log.warning("device lane kernels not cached in %s: %s", cache, exc)
-    return _compile(target, {"__name__": f"gpu_stage.transform.device.compiled_{target}"})
+    return _compile(target, {"__name__": f"gpu_stage.transform.device.compiled_{target.replace('-', '_')}"})
 
 
 def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
     """Execute the lane's sources into ``ns`` with ``target``'s decorators (cached ones when ``ns`` says so)."""
     folder = ns.get("_cache")
+    ns["LANE_STEPS"] = target.endswith("-warp")
     with _numba_cache_dir(folder):
-        if target == "cpu":
+        if target.startswith("cpu"):
             import numba
 
             plain: Callable[..., Any] = numba.njit(cache=folder is not None)
@@ -70,9 +76,12 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             kernel = cuda.jit(cache=True, **lines) if folder is not None else cuda.jit(**lines)
             ns.update(jit=cuda.jit(device=True, **lines), kernel=kernel)
             exec(_GRID_SOURCE, ns)
-            ns["lane_start"] = cuda.jit(device=True)(ns["lane_start"])
-            ns["lane_step"] = cuda.jit(device=True)(ns["lane_step"])
-            ns["atomic_add"] = cuda.jit(device=True)(ns["atomic_add"])
+            device = ["atomic_add", "lane_start", "lane_step"]
+            if ns["LANE_STEPS"]:
+                exec(_WARP_SOURCE, ns)
+                device += _WARP_FUNCTIONS
+            for name in dict.fromkeys(device):
+                ns[name] = cuda.jit(device=True, **lines)(ns[name])
         for source in _SOURCES:
             path = _HERE / source
             exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), ns)
@@ -95,7 +104,7 @@ def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
     key = digest.hexdigest()[:16]
     folder = cache / f"lane-{target}-{key}"
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"gpu_stage.transform.device._compiled_{target}_{key}"
+    name = f"gpu_stage.transform.device._compiled_{target.replace('-', '_')}_{key}"
     module = sys.modules.get(name) or types.ModuleType(name)
     sys.modules[name] = module
     module.__dict__.update(_cache=folder)
@@ -153,4 +162,53 @@ def lane_step():
 
 def atomic_add(array, i, value):
     return cuda.atomic.add(array, i, value)
+"""
+
+
+# The lane's ``warp`` build: a warp per body (its number the grid's thread number over 32), and the
+# parts of a string step that :mod:`gpu_stage.transform.device.warp` writes lane by lane, here one
+# lane's share and the warp's ballots and shuffles. Masks are int64 (a ballot is uint32).
+_WARP_FUNCTIONS = ("lane_start", "lane_step", "warp_marks", "warp_widths", "warp_copy", "first_bit")
+_WARP_SOURCE = """
+from numba import cuda, int64
+
+FULL = 0xFFFFFFFF
+
+
+def lane_start():
+    return cuda.grid(1) // 32
+
+
+def lane_step():
+    return cuda.gridsize(1) // 32
+
+
+def first_bit(mask):
+    return cuda.popc((mask & -mask) - 1)
+
+
+def warp_marks(b, p, e):
+    c = lane_byte(b, p, e, cuda.laneid)
+    return int64(cuda.ballot_sync(FULL, c == 34)), int64(cuda.ballot_sync(FULL, c == 92))
+
+
+def warp_widths(b, p, e, stop, starts, covered):
+    width, _, _, bad = lane_piece(b, p, e, cuda.laneid, stop, starts, covered, True)
+    for k in (16, 8, 4, 2, 1):
+        width += cuda.shfl_xor_sync(FULL, width, k)
+    return width, cuda.ballot_sync(FULL, bad) != 0
+
+
+def warp_copy(b, p, e, starts, covered, out, q):
+    lane = cuda.laneid
+    width, value, escaped, _ = lane_piece(b, p, e, lane, 32, starts, covered, False)
+    upto = width
+    for k in (1, 2, 4, 8, 16):
+        before = cuda.shfl_up_sync(FULL, upto, k)
+        if lane >= k:
+            upto += before
+    total = cuda.shfl_sync(FULL, upto, 31)
+    if width > 0:
+        lane_put(out, q + upto - width, width, value, escaped)
+    return q + total
 """

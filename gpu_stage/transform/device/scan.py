@@ -27,6 +27,11 @@ def _plain(fn: Any) -> Any:
 
 
 jit: Any = globals().get("jit", _plain)
+LANE_STEPS: bool = globals().get("LANE_STEPS", False)
+"""True in the lane's ``warp`` build: a warp walks each body, and strings are read a step of 32 bytes
+at a time (:mod:`gpu_stage.transform.device.warp`, whose functions these two names are then)."""
+scan_string_steps: Any = globals().get("scan_string_steps")
+copy_string_steps: Any = globals().get("copy_string_steps")
 
 QUOTE = 34
 BSLASH = 92
@@ -223,6 +228,8 @@ def scan_string(b, p, e, allow_escapes):
     The decoded length is in UTF-8 bytes, every escape decoded. ``(-1, 0)`` for an invalid string
     (a lone surrogate included) and, when ``allow_escapes`` is false, for any escape.
     """
+    if LANE_STEPS:
+        return scan_string_steps(b, p, e, allow_escapes)
     p += 1
     n = 0
     while p < e:
@@ -257,6 +264,8 @@ def copy_string(b, s, e, out, q):
     In place (``out`` is ``b``, ``q <= s``) is safe: an escape is read whole before its code point is
     written, and no escape is shorter than the UTF-8 it stands for.
     """
+    if LANE_STEPS:
+        return copy_string_steps(b, s, e, out, q)
     while s < e:
         c = b[s]
         if c == BSLASH:

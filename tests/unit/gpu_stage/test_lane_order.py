@@ -2,7 +2,7 @@
 
 Threads take rows grouped by body length class so that a warp's bodies end together. The order must
 be a permutation of the rows, grouped by class (within each of pass 2's pieces, for pass 2), and it
-must change no byte: ``length`` and ``arrival`` give the native core's output, in one piece or many.
+must change no byte: ``length``, ``arrival`` and ``warp`` give the native core's output, in one piece or many.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_arrival_makes_no_order_and_length_keeps_it_for_pass_2() -> None:
     for order, lane in LANES.items():
         li = LaneInput.of(lane.native._core, batch, lane.executor.staging, int_columns(batch))
         handle = lane.executor.submit(li, len(batch), 0)
-        assert (handle.order is None, handle.classes is None) == (order == "arrival",) * 2
+        assert (handle.order is None, handle.classes is None) == (order != "length",) * 2
         if order == "length":
             assert sorted(handle.order.tolist()) == list(range(64))
 
@@ -130,7 +130,7 @@ def test_either_order_gives_the_native_cores_bytes(mixed: list[bytes], piece_byt
             lane.executor.write_piece_bytes = 0
         assert lane.taken_rows - before > 0.9 * len(batch)
         sizes[order] = lane.measure(batch).tolist()
-    assert sizes["length"] == sizes["arrival"]
+    assert sizes["length"] == sizes["arrival"] == sizes["warp"]
 
 
 @pytest.mark.parametrize("order", LANE_ORDERS)
@@ -165,9 +165,11 @@ def test_the_lane_order_setting_reaches_the_executor(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("GPU_STAGE_LANE_ORDER", "shortest")
     with pytest.raises(ConfigError) as refused:
         parse([])
-    assert str(refused.value) == "GPU_STAGE_LANE_ORDER (--lane-order) must be one of arrival, length, not 'shortest'"
+    must = "GPU_STAGE_LANE_ORDER (--lane-order) must be one of arrival, length, warp, not 'shortest'"
+    assert str(refused.value) == must
     assert LANES["arrival"].executor.lane_order == "arrival"
     assert LANES["length"].executor.lane_order == "length"
+    assert parse(["--lane-order", "warp"])[1].lane_order == LANES["warp"].executor.lane_order == "warp"
 
 
 def test_the_benchmark_runs_the_orders_asked_for() -> None:

@@ -1,0 +1,265 @@
+r"""Strings read 32 bytes at a step, for the lane's ``warp`` order: a warp of 32 threads walks each body.
+
+With one thread per body, a string is read a byte per step, and a warp's 32 bodies each take
+their own path through it: on real traffic the device issued about two threads' work per warp
+instruction, and most of its time went to scanning strings. With ``warp`` (``TransformSettings.lane_order``) each body
+gets a whole warp. Its 32 threads run the one-thread walk of :mod:`gpu_stage.transform.device.scan`
+to :mod:`gpu_stage.transform.device.rows` together, each with the same values, so they never part,
+except in a string's run of bytes: there :func:`scan_string_steps` and :func:`copy_string_steps`
+read 32 bytes at a step, thread (lane) ``k`` of the warp byte ``k``, the 32 reads in one memory
+transaction.
+
+A step goes in three parts. The step's quotes and backslashes, one bit per lane (a ballot of each
+lane's byte: :func:`marks_by_lanes`); the escapes and the closing quote, found from those bits the
+same way by every lane (:func:`string_step`), with the step ending past an escape or a UTF-8
+sequence that runs over its last byte, so the next step starts at a character's first byte;
+then what each lane's byte stands for (:func:`lane_piece`: a byte, a whole UTF-8 sequence or
+escape, or nothing, being inside one), checked by its own lane, summed over the warp and, for a
+copy, written at the place that sum before it gives (:func:`copy_by_lanes`). The escape rules are
+those of :func:`gpu_stage.transform.device.scan.escape_code`, the result that of the byte-at-a-time
+:func:`gpu_stage.transform.device.scan.scan_string` and ``copy_string``.
+
+The target-bound parts (:func:`marks_by_lanes`, :func:`widths_by_lanes`, :func:`copy_by_lanes`
+and :func:`bit_index`) are written here as a loop over the 32 lanes, which
+is what the CPU build runs (the tests compare it, byte for byte, with the native core); the CUDA
+``warp`` build replaces them with one lane's part and the warp's ballots and shuffles
+(:mod:`gpu_stage.transform.device.kernels`). Same source for CUDA and the CPU (see
+:mod:`gpu_stage.transform.device.scan`).
+"""
+
+# mypy: disable-error-code="no-untyped-def"
+from __future__ import annotations
+
+from typing import Any
+
+if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
+    from gpu_stage.transform.device.scan import (
+        BSLASH,
+        QUOTE,
+        escape_code,
+        put_code,
+        utf8_len,
+        utf8_width,
+    )
+
+
+def _plain(fn: Any) -> Any:
+    return fn
+
+
+jit: Any = globals().get("jit", _plain)
+
+LANES = 32
+"""Threads of a warp, and bytes of a string step."""
+NO_STOP = LANES
+""":func:`string_step`'s stop when the step holds no closing quote."""
+
+
+@jit
+def lane_byte(b, p, e, lane):
+    """Byte ``lane`` of the step at ``p``; a space (neither quote nor backslash) past the end ``e``."""
+    k = p + lane
+    return b[k] if k < e else 32
+
+
+@jit
+def lead_width(c):
+    """Bytes of the UTF-8 sequence that lead byte ``c`` (>= 0xC0) starts, by its high bits alone."""
+    if c < 0xE0:
+        return 2
+    return 3 if c < 0xF0 else 4
+
+
+@jit
+def escape_span(b, k, e):
+    r"""Bytes after the backslash at ``k`` that its escape takes, by its spelling: 1, 5 for ``\\uXXXX``, 11 for a pair.
+
+    A pair is a high surrogate's ``\\uD8xx``-``\\uDBxx`` followed by ``\\u``; whether the escape is
+    valid is its lane's to check (:func:`lane_piece`), as :func:`escape_code` does byte at a time.
+    """
+    if k + 1 >= e or b[k + 1] != 117:
+        return 1
+    if k + 8 > e:
+        return 5
+    h0 = b[k + 2]
+    h1 = b[k + 3]
+    high = (h0 == 100 or h0 == 68) and (h1 == 56 or h1 == 57 or h1 == 97 or h1 == 98 or h1 == 65 or h1 == 66)
+    return 11 if high and b[k + 6] == BSLASH and b[k + 7] == 117 else 5
+
+
+@jit
+def string_step(b, p, e, quotes, slashes):
+    """The step at ``p`` from its quote and backslash bits: ``(stop, starts, covered, next step)``.
+
+    ``stop`` is the lane of the closing quote (:data:`NO_STOP` if none), ``starts`` the lanes of the
+    escapes' backslashes before it, ``covered`` the lanes the escapes' other bytes take. The next
+    step starts after this one, or after an escape or a UTF-8 sequence that runs over its end.
+    Every lane works this out alike, from the same bits.
+    """
+    starts = 0
+    covered = 0
+    after = p + LANES
+    pending = quotes | slashes
+    while pending != 0:
+        i = first_bit(pending)
+        pending &= pending - 1
+        if (covered >> i) & 1:
+            continue
+        if (quotes >> i) & 1:
+            return i, starts, covered, after
+        span = escape_span(b, p + i, e)
+        starts |= 1 << i
+        covered |= ((1 << span) - 1) << (i + 1)
+        after = max(after, p + i + 1 + span)
+    for lane in range(LANES - 3, LANES):  # a lead byte in the last three whose sequence runs over
+        k = p + lane
+        if k < e and not (covered >> lane) & 1 and b[k] >= 0xC0:
+            after = max(after, k + lead_width(b[k]))
+    return NO_STOP, starts, covered, after
+
+
+@jit
+def continues(b, p, k):
+    """Whether the continuation byte at ``k`` belongs to a lead byte at most three before it, in the step at ``p``.
+
+    Steps start at a character's first byte, so a continuation byte's lead is in its own step.
+    """
+    for back in range(1, 4):
+        j = k - back
+        if j < p:
+            return False
+        c = b[j]
+        if c < 0x80:
+            return False
+        if c >= 0xC0:
+            return lead_width(c) > back
+    return False
+
+
+@jit
+def lane_piece(b, p, e, lane, stop, starts, covered, check):
+    """What lane ``lane`` of the step at ``p`` stands for: ``(decoded bytes, value, escape, invalid)``.
+
+    An escape's lane: its code point (``value``) and UTF-8 width; a lead byte's: its whole sequence,
+    its bytes packed into ``value`` (read now, as a copy in place may overwrite them before it
+    writes); a plain byte's: itself; a lane inside an escape or sequence, or past the stop: nothing.
+    With ``check`` the lane checks its byte as :func:`scan_string` does (a control byte, an invalid
+    escape or UTF-8 sequence is invalid); without, the string is known good (a copy).
+    """
+    k = p + lane
+    if lane >= stop or k >= e or (covered >> lane) & 1:
+        return 0, 0, False, False
+    if (starts >> lane) & 1:
+        end, code = escape_code(b, k, e)
+        if end < 0:
+            return 0, 0, True, True
+        return utf8_width(code), code, True, False
+    c = b[k]
+    if c < 0x80:
+        return 1, c, False, check and c < 0x20
+    if c < 0xC0:
+        return 0, 0, False, check and not continues(b, p, k)
+    width = utf8_len(b, k, e) if check else lead_width(c)
+    if width == 0:
+        return 0, 0, False, True
+    value = 0
+    for t in range(width):
+        value |= int(b[k + t]) << (8 * t)
+    return width, value, False, False
+
+
+@jit
+def lane_put(out, q, width, value, escaped):
+    """Write a lane's piece (:func:`lane_piece`) at ``out[q:]``; the new ``q``."""
+    if escaped:
+        return put_code(out, q, value)
+    for t in range(width):
+        out[q + t] = (value >> (8 * t)) & 0xFF
+    return q + width
+
+
+@jit
+def bit_index(mask):
+    """Index of the lowest set bit of ``mask`` (not 0)."""
+    i = 0
+    while not (mask >> i) & 1:
+        i += 1
+    return i
+
+
+@jit
+def marks_by_lanes(b, p, e):
+    """The step's quote and backslash bits, lane by lane (a ballot of each on the device)."""
+    quotes = 0
+    slashes = 0
+    for lane in range(LANES):
+        c = lane_byte(b, p, e, lane)
+        if c == QUOTE:
+            quotes |= 1 << lane
+        elif c == BSLASH:
+            slashes |= 1 << lane
+    return quotes, slashes
+
+
+@jit
+def widths_by_lanes(b, p, e, stop, starts, covered):
+    """The step's decoded bytes and whether a lane found it invalid (a sum and a ballot on the device)."""
+    total = 0
+    invalid = False
+    for lane in range(LANES):
+        width, _, _, bad = lane_piece(b, p, e, lane, stop, starts, covered, True)
+        total += width
+        invalid = invalid or bad
+    return total, invalid
+
+
+@jit
+def copy_by_lanes(b, p, e, starts, covered, out, q):
+    """The step's pieces written from ``out[q:]`` in lane order; the new ``q`` (a prefix sum on the device).
+
+    In place (``out`` is ``b``, ``q <= p``) lane by lane is safe: a lane reads its own bytes, at or
+    after any place written before it.
+    """
+    for lane in range(LANES):
+        width, value, escaped, _ = lane_piece(b, p, e, lane, NO_STOP, starts, covered, False)
+        if width > 0:
+            q = lane_put(out, q, width, value, escaped)
+    return q
+
+
+if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels.py)
+    warp_marks = marks_by_lanes
+    warp_widths = widths_by_lanes
+    warp_copy = copy_by_lanes
+    first_bit = bit_index
+
+
+@jit
+def scan_string_steps(b, p, e, allow_escapes):
+    """:func:`gpu_stage.transform.device.scan.scan_string` a step of 32 bytes at a time: ``(end, decoded length)``."""
+    p += 1
+    n = 0
+    while p < e:
+        quotes, slashes = warp_marks(b, p, e)
+        stop, starts, covered, after = string_step(b, p, e, quotes, slashes)
+        if starts != 0 and not allow_escapes:
+            return -1, 0
+        width, invalid = warp_widths(b, p, e, stop, starts, covered)
+        if invalid:
+            return -1, 0
+        n += width
+        if stop != NO_STOP:
+            return p + stop + 1, n
+        p = after
+    return -1, 0
+
+
+@jit
+def copy_string_steps(b, s, e, out, q):
+    """:func:`gpu_stage.transform.device.scan.copy_string` 32 bytes a step (a string known good); the new ``q``."""
+    while s < e:
+        quotes, slashes = warp_marks(b, s, e)
+        _, starts, covered, after = string_step(b, s, e, quotes, slashes)
+        q = warp_copy(b, s, e, starts, covered, out, q)
+        s = after
+    return q
