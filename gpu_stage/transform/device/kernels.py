@@ -167,8 +167,11 @@ def atomic_add(array, i, value):
 
 # The lane's ``warp`` build: a warp per body (its number the grid's thread number over 32), and the
 # parts of a string step that :mod:`gpu_stage.transform.device.warp` writes lane by lane, here one
-# lane's share and the warp's ballots and shuffles. Masks are int64 (a ballot is uint32).
-_WARP_FUNCTIONS = ("lane_start", "lane_step", "warp_marks", "warp_widths", "warp_copy", "first_bit")
+# lane's share and the warp's ballots. A lane's piece decodes to at most 4 bytes (3 bits), so the
+# warp's sum of them, and each lane's sum of those below it (where a copy writes), are three ballots
+# and their bit counts: independent of each other, unlike a chain of shuffles. Masks are int64 (a
+# ballot is uint32).
+_WARP_FUNCTIONS = ("lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "first_bit")
 _WARP_SOURCE = """
 from numba import cuda, int64
 
@@ -192,23 +195,27 @@ def warp_marks(b, p, e):
     return int64(cuda.ballot_sync(FULL, c == 34)), int64(cuda.ballot_sync(FULL, c == 92))
 
 
+def lane_sums(width, lane):
+    below = 0
+    total = 0
+    for k in (0, 1, 2):
+        bits = int64(cuda.ballot_sync(FULL, ((width >> k) & 1) != 0))
+        below += cuda.popc(bits & ((1 << lane) - 1)) << k
+        total += cuda.popc(bits) << k
+    return below, total
+
+
 def warp_widths(b, p, e, stop, starts, covered):
     width, _, _, bad = lane_piece(b, p, e, cuda.laneid, stop, starts, covered, True)
-    for k in (16, 8, 4, 2, 1):
-        width += cuda.shfl_xor_sync(FULL, width, k)
-    return width, cuda.ballot_sync(FULL, bad) != 0
+    _, total = lane_sums(width, cuda.laneid)
+    return total, cuda.ballot_sync(FULL, bad) != 0
 
 
 def warp_copy(b, p, e, starts, covered, out, q):
     lane = cuda.laneid
     width, value, escaped, _ = lane_piece(b, p, e, lane, 32, starts, covered, False)
-    upto = width
-    for k in (1, 2, 4, 8, 16):
-        before = cuda.shfl_up_sync(FULL, upto, k)
-        if lane >= k:
-            upto += before
-    total = cuda.shfl_sync(FULL, upto, 31)
+    below, total = lane_sums(width, lane)
     if width > 0:
-        lane_put(out, q + upto - width, width, value, escaped)
+        lane_put(out, q + below, width, value, escaped)
     return q + total
 """
