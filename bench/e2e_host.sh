@@ -22,6 +22,12 @@
 # not 0), the workers' --partition-by key then source; COMPRESSION_PAIRS (default 0) pairs of GPU
 # throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
 # workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
+# LANE_PAIRS (default 0) adds that many pairs of GPU throughput runs, the workers' --lane-order arrival then
+# warp; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then poll. The GPU
+# workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
+# MPS=1 runs every GPU worker under CUDA MPS: a control daemon started here (pipe and log folders under
+# MPS_DIR, default /tmp/llmpipe-mps) and stopped at the end, so that the workers' kernels share the device
+# at once instead of taking turns on it.
 # E2E_CORPUS (default real) is the throughput runs' --corpus (synth: the ~1 KB bodies they loaded before
 # the real-shaped corpus); the latency runs offer gpu_stage.synth's bodies.
 # GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
@@ -36,6 +42,12 @@ python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --r
     tail -20 "$out/e2e.log"; exit 1; }
 status=0
 broker_pid=$(cat "$stack_dir/broker.pid")
+if [ "${MPS:-0}" = 1 ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=${MPS_DIR:-/tmp/llmpipe-mps}/pipe CUDA_MPS_LOG_DIRECTORY=${MPS_DIR:-/tmp/llmpipe-mps}/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d >> "$out/e2e.log" 2>&1 || { echo "MPS control daemon did not start" >&2; exit 1; }
+    trap 'echo quit | nvidia-cuda-mps-control >> "$out/e2e.log" 2>&1' EXIT
+fi
 run() {
     [ "${THROUGHPUT:-1}" = 0 ] && return
     python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" \
@@ -86,8 +98,12 @@ if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     fi
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
-    # One start compiles the kernels into the cache the workers load them from (else each compiles them).
-    python -c "from gpu_stage.transform.gpu import GpuBackend; GpuBackend()" >> "$out/e2e.log" 2>&1 || status=1
+    # One start compiles the kernels into the cache the workers load them from (else each compiles them),
+    # pass 1's of each lane order among them.
+    python -c "from gpu_stage import synth; from gpu_stage.transform import TransformSettings
+from gpu_stage.transform.gpu import GpuBackend
+for order in ('arrival', 'warp'): GpuBackend(TransformSettings(lane_order=order)).parse(synth.batch(synth.bodies(64)))" \
+        >> "$out/e2e.log" 2>&1 || status=1
     gpu_run() {  # NAME [OPTIONS...]: a GPU throughput run
         local name=$1
         shift
@@ -106,6 +122,12 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     fi
     if [ "${FETCH_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-fetch-backoff-$host-gpu" --compare-fetch-backoff "$FETCH_PAIRS"
+    fi
+    if [ "${LANE_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-lane-order-$host-gpu" --compare-lane-order "$LANE_PAIRS"
+    fi
+    if [ "${WAIT_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-device-wait-$host-gpu" --compare-device-wait "$WAIT_PAIRS"
     fi
     min_batch=()
     [ -n "${GPU_MIN_BATCH:-}" ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")

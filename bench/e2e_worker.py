@@ -35,6 +35,7 @@ from bench import corpora, gc_log
 from bench.e2e_summary import cpu_figures, mean_steps, summaries
 from bench.machine import CpuWindow
 from gpu_stage import synth
+from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS
 from llmpipe.kafka_io import (
     COMPRESSIONS,
     FETCH_QUEUE_BACKOFF_MS,
@@ -176,6 +177,8 @@ def start_workers(
             *(["--txn-retry-backoff-ms", str(args.txn_retry_backoff_ms)] if args.txn_retry_backoff_ms else []),
             *(["--fetch-backoff-ms", str(args.fetch_backoff_ms)] if args.fetch_backoff_ms >= 0 else []),
             *(["--warm-up-records", str(args.warm_up_records)] if args.warm_up_records >= 0 else []),
+            *(["--lane-order", args.lane_order] if args.lane_order else []),
+            *(["--device-wait", args.device_wait] if args.device_wait else []),
             *(arg for pair in args.consumer_config.split() for arg in ("--consumer-config", pair)),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
@@ -280,6 +283,7 @@ def common_result(
         "fetch_backoff_ms": None if args.fetch_backoff_ms < 0 else args.fetch_backoff_ms,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "consumer_config": args.consumer_config,
+        "lane_order": args.lane_order or None, "device_wait": args.device_wait or None,
         "worker_tree": args.worker_tree or None,
         "worker_revision": _revision(args.worker_tree or "."),
         "exit_codes": codes, "per_worker": per_worker, "check": check,
@@ -331,6 +335,10 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="the workers' --warm-up-records (-1: the worker's default, one parse call's batch; 0: none)")
     p.add_argument("--consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="librdkafka consumer properties for the workers (their --consumer-config), split by spaces")
+    p.add_argument("--lane-order", default="", choices=["", *LANE_ORDERS],
+                   help="the GPU workers' --lane-order (empty: the worker's default)")
+    p.add_argument("--device-wait", default="", choices=["", *DEVICE_WAITS],
+                   help="the GPU workers' --device-wait (empty: the worker's default)")
     p.add_argument("--compression", default="lz4", choices=COMPRESSIONS,
                    help="compression of the raw records the run writes and of the workers' typed records")
     p.add_argument("--partition-by", default="source", choices=["source", "key"],
@@ -423,6 +431,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of one run: ROUNDS pairs of runs, the workers' --fetch-backoff-ms at librdkafka's "
                    "default 1000 (the baseline) then at the worker's default, with the ratio of each pair's rates "
                    "and CPU per record")
+    p.add_argument("--compare-lane-order", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the GPU workers' --lane-order arrival (the "
+                   "baseline) then warp, with the ratio of each pair's rates and CPU per record")
+    p.add_argument("--compare-device-wait", type=int, default=0, metavar="ROUNDS",
+                   help="instead of one run: ROUNDS pairs of runs, the GPU workers' --device-wait driver (the "
+                   "baseline) then poll, with the ratio of each pair's rates and CPU per record")
     p.add_argument("--compare-consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="instead of one run: --rounds pairs of runs, the workers' consumers as they are (the "
                    "baseline) then with these properties, with the ratio of each pair's rates and CPU per record")
@@ -439,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         more = f"{args.consumer_config} {args.compare_consumer_config}".strip()
         return compare_costs(args, "consumer_config", args.rounds, (args.consumer_config, more))
     for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by),
-                           ("fetch_backoff_ms", args.compare_fetch_backoff)):
+                           ("fetch_backoff_ms", args.compare_fetch_backoff), ("lane_order", args.compare_lane_order),
+                           ("device_wait", args.compare_device_wait)):
         if rounds:
             return compare_costs(args, option, rounds)
     if args.compare_commit_overlap:
@@ -484,7 +499,13 @@ PARTITION_BY_PAIR = ("key", "source")
 """``--compare-partition-by``'s ``--partition-by``: by key (the baseline), then the worker's default."""
 FETCH_BACKOFF_PAIR = (1000, FETCH_QUEUE_BACKOFF_MS)
 """``--compare-fetch-backoff``'s ``--fetch-backoff-ms``: librdkafka's default (the baseline), then the worker's."""
-COST_PAIRS = {"compression": ("lz4", "none"), "partition_by": PARTITION_BY_PAIR, "fetch_backoff_ms": FETCH_BACKOFF_PAIR}
+COST_PAIRS = {
+    "compression": ("lz4", "none"),
+    "partition_by": PARTITION_BY_PAIR,
+    "fetch_backoff_ms": FETCH_BACKOFF_PAIR,
+    "lane_order": ("arrival", "warp"),
+    "device_wait": ("driver", "poll"),
+}
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
 
@@ -495,7 +516,8 @@ def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tupl
 
     ``compression`` sets the raw and the typed records' compression, ``partition_by`` where the
     workers write typed and dead-letter records, ``fetch_backoff_ms`` how long their consumers stop
-    fetching once their prefetch queue is full; ``consumer_config`` and ``worker_tree`` come with
+    fetching once their prefetch queue is full, ``lane_order`` and ``device_wait`` the GPU workers'
+    device lane order and wait; ``consumer_config`` and ``worker_tree`` come with
     the pair the command line gave.
     """
     name = option.removesuffix("_ms").replace("_", "-")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpu_stage.transform.api import LANE_ORDERS, LaneOrder, default_kernel_cache
+from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS, DeviceWait, LaneOrder, default_kernel_cache
 from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
@@ -76,6 +76,7 @@ class WorkerSettings:
     native_threads: int | None = None
     gpu_min_batch: int = 2_000
     lane_order: LaneOrder = "arrival"
+    device_wait: DeviceWait = "driver"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     exit_when_idle_s: float | None = None
@@ -263,6 +264,16 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         w,
+        "--device-wait",
+        "GPU_STAGE_DEVICE_WAIT",
+        default=_default("device_wait"),
+        choices=list(DEVICE_WAITS),
+        help="gpu backend: how the feeding thread waits for the device. driver: the CUDA driver's wait, which "
+        "spins on a core while the host has more cores than CUDA contexts; poll: ask the device every 0.2 ms "
+        "and sleep in between, leaving the core to the worker's other threads and to other workers",
+    )
+    env_option(
+        w,
         "--kernel-cache",
         "GPU_STAGE_KERNEL_CACHE",
         help="folder for the GPU kernels compiled at start, reused by later starts; unset: "
@@ -386,6 +397,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         native_threads=args.native_threads,
         gpu_min_batch=args.gpu_min_batch,
         lane_order=args.lane_order,
+        device_wait=args.device_wait,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         exit_when_idle_s=args.exit_when_idle,

@@ -17,7 +17,15 @@ Every implementation is tested byte for byte against the reference on the shared
 (``tests/vectors``). The worker and the benchmarks use the names exported here.
 """
 
-from gpu_stage.transform.api import LANE_ORDERS, Backend, LaneOrder, StreamBackend, TransformSettings
+from gpu_stage.transform.api import (
+    DEVICE_WAITS,
+    LANE_ORDERS,
+    Backend,
+    DeviceWait,
+    LaneOrder,
+    StreamBackend,
+    TransformSettings,
+)
 from gpu_stage.transform.backends import CHOICES, Choice, by_name, choose, gpu_unusable_reason
 from gpu_stage.transform.batch import EncodedRows, ParseResult, RawBatch
 from gpu_stage.transform.contract.reference import ROW_LAYOUT, ReferenceBackend
@@ -28,10 +36,12 @@ from gpu_stage.transform.packed import PackedBatch
 __all__ = [
     "CHOICES",
     "DEFAULT_POOL_BYTES",
+    "DEVICE_WAITS",
     "LANE_ORDERS",
     "ROW_LAYOUT",
     "Backend",
     "Choice",
+    "DeviceWait",
     "EncodedRows",
     "LaneOrder",
     "NativeBackend",

@@ -19,10 +19,15 @@ from llmpipe.dlq import BadRecord, Reason
 from llmpipe.record import TypedRecord
 
 STAGE = "gpu_stage"
+POLL_S = 0.0002
+"""``device_wait="poll"``'s sleep between two questions to the device: a batch's pass takes milliseconds."""
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
 LaneOrder = Literal["arrival", "length", "warp"]
 LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "warp")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
+DeviceWait = Literal["driver", "poll"]
+DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll")
+"""How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""
 
 
 def default_kernel_cache() -> Path:
@@ -55,6 +60,11 @@ class TransformSettings:
     longest body, :mod:`gpu_stage.transform.device.order`); ``warp``, in pass 1 a whole warp per row,
     its 32 threads reading the body's strings together (:mod:`gpu_stage.transform.device.warp`).
     The output is the same whichever."""
+    device_wait: DeviceWait = "driver"
+    """How the device lane's feeding thread waits for a batch's passes (GPU backend): ``driver``, the
+    CUDA driver's own wait, which spins on a core while the host has more cores than CUDA contexts;
+    ``poll``, asking the device whether the batch is done every :data:`POLL_S` and sleeping in
+    between, so that the core is free for the process's other threads (and other workers) meanwhile."""
 
 
 @runtime_checkable

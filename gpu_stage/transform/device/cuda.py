@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from gpu_stage.transform.device import slots
 from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
-from gpu_stage.transform.device.executor import Executor, piece_rows, write_pieces
+from gpu_stage.transform.device.executor import Executor, piece_rows, wait_for, write_pieces
 from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
 from gpu_stage.transform.device.order import CLASSES, WHOLE_BATCH
@@ -445,7 +445,7 @@ class CudaExecutor(Executor):
 
     def sizes(self, handle: _Pass) -> I64:
         """Wait for the batch's pass 1; a copy of its sizes (the page-locked buffer is the slot's)."""
-        handle.sized.synchronize()
+        wait_for(handle.sized, self.device_wait)
         return np.array(handle.sizes[: handle.n])
 
     def submit_write(
@@ -543,4 +543,4 @@ class CudaExecutor(Executor):
 
     def wait(self, handle: _Pass) -> None:
         """Wait until the batch's output is in its host buffer (pass 1's sizes when it had none)."""
-        (handle.done or handle.sized).synchronize()
+        wait_for(handle.done or handle.sized, self.device_wait)

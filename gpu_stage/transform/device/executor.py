@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.transform.api import LaneOrder
+from gpu_stage.transform.api import POLL_S, DeviceWait, LaneOrder
 from gpu_stage.transform.device import slots as layout
 from gpu_stage.transform.device.columns import I64, LaneInput
 from gpu_stage.transform.device.kernels import compile_lane
@@ -64,6 +65,21 @@ def piece_rows(pieces: list[tuple[int, int]], offsets: I64, rows: I64 | None, n:
     return bounds
 
 
+def wait_for(done: Any, how: DeviceWait, poll_s: float = POLL_S) -> None:
+    """Return once ``done`` (a CUDA event) has happened, waiting the way ``how`` says.
+
+    ``driver`` is the event's own ``synchronize``: with fewer CUDA contexts than cores the driver
+    spins a core until the device gets there, and with several GPU workers on a host those spinning
+    threads take cores the workers' Kafka and producing threads need. ``poll`` asks the event
+    every ``poll_s`` and sleeps in between, which costs at most ``poll_s`` more per wait.
+    """
+    if how == "driver":
+        done.synchronize()
+        return
+    while not done.query():
+        time.sleep(poll_s)
+
+
 class Executor:
     """Runs the two passes somewhere, for one batch at a time in each of a few slots.
 
@@ -73,6 +89,9 @@ class Executor:
     """
 
     SLOTS = 2
+    device_wait: DeviceWait = "driver"
+    """How :meth:`sizes` and :meth:`wait` wait for the device (``TransformSettings.device_wait``, set
+    by the lane; see :func:`wait_for`). Nothing to wait for on the CPU."""
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
     as they came; ``length``, rows of like body length side by side

@@ -62,6 +62,7 @@ class LaneTransform:
         tables = ContentTables.of(record.content_schema)
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.executor.lane_order = settings.lane_order
+        self.executor.device_wait = settings.device_wait
         self.taken_rows = 0
         self.rows = 0
         self.min_rows = settings.gpu_min_batch

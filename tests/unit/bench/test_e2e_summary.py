@@ -93,6 +93,8 @@ def test_the_warm_up_option_reaches_the_workers_only_when_set(tmp_path: Path) ->
         ([], {"--gpu-min-batch": None, "--compression": "lz4", "--partition-by": "source", "--fetch-backoff-ms": None}),
         (["--gpu-min-batch", "0", "--compression", "none", "--partition-by", "key", "--fetch-backoff-ms", "0"],
          {"--gpu-min-batch": "0", "--compression": "none", "--partition-by": "key", "--fetch-backoff-ms": "0"}),
+        ([], {"--lane-order": None, "--device-wait": None}),
+        (["--lane-order", "warp", "--device-wait", "poll"], {"--lane-order": "warp", "--device-wait": "poll"}),
     ],
 )
 def test_the_run_options_reach_the_workers(tmp_path: Path, argv: list[str], expected: dict[str, str | None]) -> None:
@@ -163,6 +165,10 @@ def test_a_fetch_backoff_pair_names_the_setting_it_changed(capsys: pytest.Captur
     new = {"fetch_backoff_ms": 10, "records_per_s": 1000.0, "workers_cpu_us_per_record": 12.0}
     assert cost_ratios(base, new) == {"rate_ratio": 1.25, "workers_cpu_ratio": 1.0}
     assert capsys.readouterr().out.startswith("fetch_backoff_ms 10 / 1000: ")
+    assert (COST_PAIRS["lane_order"], COST_PAIRS["device_wait"]) == (("arrival", "warp"), ("driver", "poll"))
+    arrival, warp = {"lane_order": "arrival", "records_per_s": 4.0}, {"lane_order": "warp", "records_per_s": 5.0}
+    assert cost_ratios(arrival, warp) == {"rate_ratio": 1.25}
+    assert capsys.readouterr().out.startswith("lane_order warp / arrival: ")
 
 
 def test_the_step_means_skip_workers_without_a_step() -> None:
