@@ -174,6 +174,7 @@ class CudaExecutor(Executor):
     def measure_registers(self, cap: int | None) -> None:
         self.measure = self._capped("measure", cap)
         self.measure_ordered = self._capped("measure_ordered", cap)
+        self._warp_measure = None  # made anew, with the cap, at its next launch
 
     @property
     def write_registers(self) -> int | None:
@@ -398,9 +399,16 @@ class CudaExecutor(Executor):
         return _Pass(slot, stream, n, a, host_sizes, sized)
 
     def _measure_warp(self) -> DirectLaunch:
-        """Pass 1 of the ``warp`` order: a warp per row (the ``cuda-warp`` build, compiled at its first use)."""
+        """Pass 1 of the ``warp`` order: a warp per row (the ``cuda-warp`` build, compiled at its first use).
+
+        Capped at :attr:`measure_registers` registers per thread when that is set, as pass 1 of the others.
+        """
         if self._warp_measure is None:
-            self._warp_measure = DirectLaunch(compile_lane("cuda-warp", self._cache).measure)
+            kernel = compile_lane("cuda-warp", self._cache).measure
+            cap = self._register_caps["measure"]
+            if cap is not None:
+                kernel = self._cuda.jit(max_registers=cap)(kernel.py_func)
+            self._warp_measure = DirectLaunch(kernel)
         return self._warp_measure
 
     def _row_order(self, k: str, n: int, value_ends: Any, stream: Any) -> tuple[Any, Any]:
