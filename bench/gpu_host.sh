@@ -4,7 +4,7 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp|warp-tests|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
 out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|trees|source|stalls|peers|all]}
 what=${2:-all}
@@ -135,7 +135,7 @@ fi
 if [ "$what" = warp ]; then
     # A warp per body in pass 1 (`--lane-order warp`) against a thread per body (`arrival`), each pair in
     # one run: 1 M real-shaped bodies, then 1 M generated ~1 KB bodies; the device lane alone, 100 k packed
-    # batches. Then the warp's GPU tests: its ballots and shuffles against the native core, byte for byte.
+    # batches. Mode warp-tests: the warp's GPU tests, its ballots against the native core, byte for byte.
     real_corpus 1000000 > "$out/gpu-warp-h200.log" 2>&1
     step python -m bench --records 1000000 --corpus-in "$real_file" --lane-orders arrival,warp "${lane_only[@]}" \
         --out "$out/bench-real-warp-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
@@ -145,8 +145,9 @@ if [ "$what" = warp ]; then
         "${lane_only[@]}" --out "$out/bench-real-warp-regs-128-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
     step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --lane-orders arrival,warp \
         "${lane_only[@]}" --out "$out/bench-1k-warp-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
-    step python -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_lane.py -k warp \
-        > "$out/gpu-warp-tests-h200.log" 2>&1
+fi
+if [ "$what" = warp-tests ]; then
+    step python -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_lane.py -k warp > "$out/gpu-warp-tests-h200.log" 2>&1
 fi
 if [ "$what" = longest ]; then
     # What a batch's longest bodies cost the device lane: the real-shaped corpus whole, then without its

@@ -29,6 +29,7 @@ from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
 from gpu_stage.transform.device.order import CLASSES, WHOLE_BATCH
 from gpu_stage.transform.device.tables import ContentTables
 from gpu_stage.transform.stages import StageClock
+from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -384,6 +385,9 @@ class CudaExecutor(Executor):
         args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
         args += a["records"]
         if self.lane_order == "warp":
+            if threads % WARP:  # a warp's ballots need all its 32 threads
+                msg = f"pass 1's threads per block must be a multiple of {WARP} with lane order warp, not {threads}"
+                raise ConfigError(msg)
             a["order"] = a["classes"] = None
             self._measure_warp()(-(-n * WARP // threads), threads, stream, *args, sizes)
         elif self.lane_order != "length":
