@@ -192,7 +192,9 @@ def first_bit(mask):
 
 def warp_marks(b, p, e):
     c = lane_byte(b, p, e, cuda.laneid)
-    return int64(cuda.ballot_sync(FULL, c == 34)), int64(cuda.ballot_sync(FULL, c == 92))
+    quotes = int64(cuda.ballot_sync(FULL, c == 34))
+    slashes = int64(cuda.ballot_sync(FULL, c == 92))
+    return quotes, slashes, int64(cuda.ballot_sync(FULL, odd_byte(c)))
 
 
 def lane_sums(width, lane):

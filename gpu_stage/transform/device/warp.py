@@ -9,11 +9,12 @@ except in a string's run of bytes: there :func:`scan_string_steps` and :func:`co
 read 32 bytes at a step, thread (lane) ``k`` of the warp byte ``k``, the 32 reads in one memory
 transaction.
 
-A step goes in three parts. The step's quotes and backslashes, one bit per lane (a ballot of each
-lane's byte: :func:`marks_by_lanes`); the escapes and the closing quote, found from those bits the
-same way by every lane (:func:`string_step`), with the step ending past an escape or a UTF-8
-sequence that runs over its last byte, so the next step starts at a character's first byte;
-then what each lane's byte stands for (:func:`lane_piece`: a byte, a whole UTF-8 sequence or
+A step goes in three parts. The step's quotes, backslashes and other bytes to look at (control
+bytes, UTF-8), one bit per lane (a ballot of each lane's byte: :func:`marks_by_lanes`); the escapes
+and the closing quote, found from those bits the same way by every lane (:func:`string_step`),
+with the step ending past an escape or a UTF-8 sequence that runs over its last byte, so the next
+step starts at a character's first byte; then, unless the step is plain ASCII up to its stop (a
+byte each, nothing to check), what each lane's byte stands for (:func:`lane_piece`: a byte, a whole UTF-8 sequence or
 escape, or nothing, being inside one), checked by its own lane, summed over the warp and, for a
 copy, written at the place that sum before it gives (:func:`copy_by_lanes`). The escape rules are
 those of :func:`gpu_stage.transform.device.scan.escape_code`, the result that of the byte-at-a-time
@@ -88,8 +89,8 @@ def escape_span(b, k, e):
 
 
 @jit
-def string_step(b, p, e, quotes, slashes):
-    """The step at ``p`` from its quote and backslash bits: ``(stop, starts, covered, next step)``.
+def string_step(b, p, e, quotes, slashes, odd):
+    """The step at ``p`` from its bits (:func:`marks_by_lanes`): ``(stop, starts, covered, next step)``.
 
     ``stop`` is the lane of the closing quote (:data:`NO_STOP` if none), ``starts`` the lanes of the
     escapes' backslashes before it, ``covered`` the lanes the escapes' other bytes take. The next
@@ -111,6 +112,8 @@ def string_step(b, p, e, quotes, slashes):
         starts |= 1 << i
         covered |= ((1 << span) - 1) << (i + 1)
         after = max(after, p + i + 1 + span)
+    if (odd >> (LANES - 3)) == 0:
+        return NO_STOP, starts, covered, after
     for lane in range(LANES - 3, LANES):  # a lead byte in the last three whose sequence runs over
         k = p + lane
         if k < e and not (covered >> lane) & 1 and b[k] >= 0xC0:
@@ -189,16 +192,28 @@ def bit_index(mask):
 
 @jit
 def marks_by_lanes(b, p, e):
-    """The step's quote and backslash bits, lane by lane (a ballot of each on the device)."""
+    """The step's quotes, backslashes and bytes a lane must look at (:func:`odd_byte`), lane by lane.
+
+    On the device each is a ballot of the lanes' bytes.
+    """
     quotes = 0
     slashes = 0
+    odd = 0
     for lane in range(LANES):
         c = lane_byte(b, p, e, lane)
         if c == QUOTE:
             quotes |= 1 << lane
         elif c == BSLASH:
             slashes |= 1 << lane
-    return quotes, slashes
+        elif odd_byte(c):
+            odd |= 1 << lane
+    return quotes, slashes, odd
+
+
+@jit
+def odd_byte(c):
+    """Whether byte ``c`` is a control byte (invalid in a string) or part of a UTF-8 sequence."""
+    return c < 0x20 or c >= 0x80
 
 
 @jit
@@ -240,14 +255,17 @@ def scan_string_steps(b, p, e, allow_escapes):
     p += 1
     n = 0
     while p < e:
-        quotes, slashes = warp_marks(b, p, e)
-        stop, starts, covered, after = string_step(b, p, e, quotes, slashes)
+        quotes, slashes, odd = warp_marks(b, p, e)
+        stop, starts, covered, after = string_step(b, p, e, quotes, slashes, odd)
         if starts != 0 and not allow_escapes:
             return -1, 0
-        width, invalid = warp_widths(b, p, e, stop, starts, covered)
-        if invalid:
-            return -1, 0
-        n += width
+        if starts == 0 and (odd & ((1 << stop) - 1)) == 0:
+            n += stop  # plain ASCII up to the stop: a byte each (past the end there is no stop)
+        else:
+            width, invalid = warp_widths(b, p, e, stop, starts, covered)
+            if invalid:
+                return -1, 0
+            n += width
         if stop != NO_STOP:
             return p + stop + 1, n
         p = after
@@ -258,8 +276,8 @@ def scan_string_steps(b, p, e, allow_escapes):
 def copy_string_steps(b, s, e, out, q):
     """:func:`gpu_stage.transform.device.scan.copy_string` 32 bytes a step (a string known good); the new ``q``."""
     while s < e:
-        quotes, slashes = warp_marks(b, s, e)
-        _, starts, covered, after = string_step(b, s, e, quotes, slashes)
+        quotes, slashes, odd = warp_marks(b, s, e)
+        _, starts, covered, after = string_step(b, s, e, quotes, slashes, odd)
         q = warp_copy(b, s, e, starts, covered, out, q)
         s = after
     return q
