@@ -17,6 +17,8 @@ SUMMARY = re.compile(r"summary: in=(\d+) typed=(\d+) dlq=(\d+) batches=(\d+) abo
 BUSY_CPU = re.compile(r"busy_cpu=([\d.]+) us/rec")
 BY_THREAD = re.compile(r"cpu_us_per_record_by_thread: (.*)$", re.MULTILINE)
 THREAD_PREFIX = "thread_us:"
+BACKEND_STAGES = re.compile(r"backend_ms_per_batch: (.*?) cpu_us_per_record_by_thread:")
+BACKEND_PREFIX = "backend_ms:"
 STEPS = re.compile(
     r"per_batch_ms: collect=([\d.]+) parse=([\d.]+) produce=([\d.]+) commit=([\d.]+) wait=([\d.]+)"
     r"(?: starved=([\d.]+))?"
@@ -40,10 +42,16 @@ def summaries(logs: Path, workers: int) -> list[dict[str, float]]:
         for cpu in BUSY_CPU.findall(text)[-1:]:
             worker["cpu_us_per_record"] = float(cpu)
         for by_thread in BY_THREAD.findall(text)[-1:]:
-            pairs = (pair.split("=") for pair in by_thread.split() if "=" in pair)
-            worker.update((THREAD_PREFIX + name, float(us)) for name, us in pairs)
+            worker.update(_pairs(by_thread, THREAD_PREFIX))
+        for stages in BACKEND_STAGES.findall(text)[-1:]:  # the backend's own stages, per batch
+            worker.update(_pairs(stages, BACKEND_PREFIX))
         out.append(worker)
     return out
+
+
+def _pairs(text: str, prefix: str) -> list[tuple[str, float]]:
+    """``name=value`` pairs of a summary line's part, each name with ``prefix``."""
+    return [(prefix + name, float(value)) for name, value in (pair.split("=") for pair in text.split() if "=" in pair)]
 
 
 def cpu_figures(cpu: CpuWindow, per_worker: list[dict[str, float]], records: int) -> dict[str, Any]:
@@ -81,5 +89,14 @@ def mean_steps(per_worker: list[dict[str, float]]) -> dict[str, float]:
     names = [key for key in STEP_KEYS if any(key in worker for worker in per_worker)]
     return {
         name.removesuffix("_ms"): round(statistics.fmean(w[name] for w in per_worker if name in w), 1)
+        for name in names
+    }
+
+
+def mean_backend_stages(per_worker: list[dict[str, float]]) -> dict[str, float]:
+    """Each backend stage's milliseconds per batch (``backend_ms:…``) averaged over the workers that report it."""
+    names = dict.fromkeys(key for worker in per_worker for key in worker if key.startswith(BACKEND_PREFIX))
+    return {
+        name.removeprefix(BACKEND_PREFIX): round(statistics.fmean(w[name] for w in per_worker if name in w), 1)
         for name in names
     }

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import corpora, gc_log
-from bench.e2e_summary import cpu_figures, mean_steps, summaries
+from bench.e2e_summary import cpu_figures, mean_backend_stages, mean_steps, summaries
 from bench.machine import CpuWindow
 from gpu_stage import synth
 from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS
@@ -402,6 +402,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "join_seconds": round(joined_s, 2), "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
         "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
         **cpu_figures(cpu, per_worker, args.records),
+        "backend_ms_per_batch": mean_backend_stages(per_worker),
         **gc_log.figures(args.broker_gc_log, started, started + wall),
     }  # fmt: skip
 
@@ -599,6 +600,9 @@ def _print_run(args: argparse.Namespace, result: dict[str, Any]) -> None:
     steps = mean_steps(result.get("per_worker", []))
     if steps:
         print("ms per batch, the workers' mean: " + " ".join(f"{name}={ms}" for name, ms in steps.items()))
+    stages = mean_backend_stages(result.get("per_worker", []))
+    if stages:
+        print("the backend's ms per batch, the workers' mean: " + " ".join(f"{k}={ms}" for k, ms in stages.items()))
 
 
 def _write(out: Path, result: dict[str, Any]) -> None:

@@ -65,6 +65,17 @@ def warm_up(backend: Backend, records: int) -> float:
     return seconds
 
 
+def backend_stages(backend: object) -> dict[str, float]:
+    """Seconds per stage the backend timed since its warm-up (the GPU backend's ``clock``); empty for others.
+
+    Where a GPU worker's parse step goes (packing, waiting for each pass, the native core's share,
+    merging) is told by these, not by the worker's own steps.
+    """
+    clock = getattr(backend, "clock", None)
+    seconds = getattr(clock, "seconds", None)
+    return dict(seconds) if isinstance(seconds, dict) else {}
+
+
 def reset_counters(backend: object) -> None:
     """Forget a warm-up's stage times and lane counts, for backends that keep them (``reset_counters``)."""
     reset = getattr(backend, "reset_counters", None)

@@ -11,6 +11,7 @@ import time
 from collections import Counter
 
 from gpu_stage import metrics
+from gpu_stage.runtime import backend_stages
 from gpu_stage.worker.state import InFlight, WorkerState
 
 log = logging.getLogger(__package__)  # the worker's one logger, "gpu_stage.worker"
@@ -63,7 +64,8 @@ class Reporting(WorkerState):
         t = self.totals
         log.info(
             "summary: in=%d typed=%d dlq=%d batches=%d aborts=%d first_input_at=%.3f last_commit_at=%.3f "
-            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec per_batch_ms: %s cpu_us_per_record_by_thread: %s",
+            "busy_rate=%.0f rec/s backend=%s busy_cpu=%.2f us/rec per_batch_ms: %s backend_ms_per_batch: %s "
+            "cpu_us_per_record_by_thread: %s",
             t.records_in,
             t.typed,
             t.dead,
@@ -75,5 +77,6 @@ class Reporting(WorkerState):
             self.backend.name,
             t.busy_cpu_us_per_record(),
             t.per_batch_ms(),
+            t.per_batch_ms(backend_stages(self.backend)),
             t.busy_cpu_by_thread(),
         )

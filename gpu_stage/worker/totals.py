@@ -49,10 +49,11 @@ class Totals:
     """The latest sample after a commit (monotonic time, records in, CPU seconds per thread group),
     taken at most every ``THREAD_SAMPLE_S``: the busy span's CPU by thread without the idle tail."""
 
-    def per_batch_ms(self) -> str:
-        """Mean milliseconds per committed batch of each step, as ``name=ms`` pairs."""
+    def per_batch_ms(self, seconds_by_name: dict[str, float] | None = None) -> str:
+        """Mean milliseconds per committed batch of each step (or of ``seconds_by_name``), as ``name=ms`` pairs."""
         n = max(self.batches, 1)
-        return " ".join(f"{name}={seconds * 1000 / n:.1f}" for name, seconds in self.stage_seconds.items())
+        named = self.stage_seconds if seconds_by_name is None else seconds_by_name
+        return " ".join(f"{name}={seconds * 1000 / n:.1f}" for name, seconds in named.items()) or "-"
 
     def busy_rate(self) -> float:
         """Input records per second from the first input record to the last commit (0 before both)."""

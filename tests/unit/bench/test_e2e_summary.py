@@ -34,6 +34,27 @@ def test_summary_line_parses(caplog: pytest.LogCaptureFixture, tmp_path: Path) -
     # 4 ms of main-thread CPU over the 800 records of the sample is 5 µs a record; largest first.
     assert line.endswith("cpu_us_per_record_by_thread: main=5.00 rdk:broker=2.00 parse=1.00")
     assert (parsed["thread_us:main"], parsed["thread_us:parse"]) == (5.0, 1.0)
+    assert "backend_ms_per_batch: - " in line and not any(k.startswith("backend_ms:") for k in parsed)
+
+
+def test_a_gpu_workers_summary_tells_its_backends_stages(caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
+    """The backend's own clock (the GPU backend's stages) per committed batch, parsed per worker and averaged."""
+    from bench.e2e_summary import mean_backend_stages
+    from gpu_stage.transform.stages import StageClock
+
+    totals = Totals(records_in=1000, typed=1000, batches=4)
+    clock = StageClock(seconds={"lane_pack": 0.004, "lane_wait_pass1": 0.1})
+    caplog.set_level(logging.INFO, logger="gpu_stage.worker")
+    backend = SimpleNamespace(name="gpu", clock=clock)
+    Worker._summary(SimpleNamespace(totals=totals, backend=backend))  # type: ignore[arg-type]
+    line = caplog.records[-1].getMessage()
+    assert "backend_ms_per_batch: lane_pack=1.0 lane_wait_pass1=25.0 cpu_us_per_record_by_thread:" in line
+    for k, wait in enumerate((25.0, 35.0)):
+        text = line.replace("lane_wait_pass1=25.0", f"lane_wait_pass1={wait}")
+        (tmp_path / f"worker-{k}.log").write_text(text + "\n")
+    per_worker = summaries(tmp_path, 2)
+    assert [w["backend_ms:lane_wait_pass1"] for w in per_worker] == [25.0, 35.0]
+    assert mean_backend_stages(per_worker) == {"lane_pack": 1.0, "lane_wait_pass1": 30.0}
 
 
 def test_by_thread_weights_workers_by_their_records() -> None:
