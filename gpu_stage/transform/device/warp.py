@@ -2,28 +2,29 @@ r"""Strings read 32 bytes at a step, for the lane's ``warp`` order: a warp of 32
 
 With one thread per body, a string is read a byte per step, and a warp's 32 bodies each take
 their own path through it: on real traffic the device issued about two threads' work per warp
-instruction, and most of its time went to scanning strings. With ``warp`` (``TransformSettings.lane_order``) each body
-gets a whole warp. Its 32 threads run the one-thread walk of :mod:`gpu_stage.transform.device.scan`
-to :mod:`gpu_stage.transform.device.rows` together, each with the same values, so they never part,
-except in a string's run of bytes: there :func:`scan_string_steps` and :func:`copy_string_steps`
-read 32 bytes at a step, thread (lane) ``k`` of the warp byte ``k``, the 32 reads in one memory
-transaction.
+instruction, and most of its time went to scanning strings. With ``warp``
+(``TransformSettings.lane_order``) each body gets a whole warp. Its 32 threads run the one-thread
+walk of :mod:`gpu_stage.transform.device.scan` to :mod:`gpu_stage.transform.device.rows`
+together, each with the same values, so they never part, except in a string's run of bytes: there
+:func:`scan_string_steps` and :func:`copy_string_steps` read 32 bytes at a step, thread (lane)
+``k`` of the warp byte ``k``, the 32 reads in one memory transaction.
 
-A step goes in three parts. The step's quotes, backslashes and other bytes to look at (control
-bytes, UTF-8), one bit per lane (a ballot of each lane's byte: :func:`marks_by_lanes`); the escapes
-and the closing quote, found from those bits the same way by every lane (:func:`string_step`),
-with the step ending past an escape or a UTF-8 sequence that runs over its last byte, so the next
-step starts at a character's first byte; then, unless the step is plain ASCII up to its stop (a
-byte each, nothing to check), what each lane's byte stands for (:func:`lane_piece`: a byte, a whole UTF-8 sequence or
-escape, or nothing, being inside one), checked by its own lane, summed over the warp and, for a
-copy, written at the place that sum before it gives (:func:`copy_by_lanes`). The escape rules are
-those of :func:`gpu_stage.transform.device.scan.escape_code`, the result that of the byte-at-a-time
+A step goes in three parts. First the step's quotes, backslashes and other bytes to look at
+(control bytes, UTF-8), a bit per lane (a ballot of each lane's byte: :func:`marks_by_lanes`).
+Then the escapes and the closing quote, found from those bits the same way by every lane
+(:func:`string_step`); the step ends past an escape or a UTF-8 sequence that runs over its last
+byte, so the next step starts at a character's first byte. Last, unless the step is plain ASCII up
+to its stop (a byte each, nothing to check), what each lane's byte stands for
+(:func:`lane_piece`: a byte, a whole UTF-8 sequence or escape, or nothing, being inside one),
+checked by its own lane, summed over the warp and, for a copy, written at the place that the sum of
+the lanes before it gives (:func:`copy_by_lanes`). The escape rules are those of
+:func:`gpu_stage.transform.device.scan.escape_code`, the result that of the byte-at-a-time
 :func:`gpu_stage.transform.device.scan.scan_string` and ``copy_string``.
 
 The target-bound parts (:func:`marks_by_lanes`, :func:`widths_by_lanes`, :func:`copy_by_lanes`
-and :func:`bit_index`) are written here as a loop over the 32 lanes, which
-is what the CPU build runs (the tests compare it, byte for byte, with the native core); the CUDA
-``warp`` build replaces them with one lane's part and the warp's ballots and shuffles
+and :func:`bit_index`) are written here as a loop over the 32 lanes, which is what the CPU build
+runs (the tests compare it, byte for byte, with the one-thread build and the native core); the
+CUDA ``warp`` build replaces them with one lane's part and the warp's ballots
 (:mod:`gpu_stage.transform.device.kernels`). Same source for CUDA and the CPU (see
 :mod:`gpu_stage.transform.device.scan`).
 """
