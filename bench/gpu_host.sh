@@ -4,7 +4,7 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp|warp-tests|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp|warp-1k|warp-tests|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
 out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|trees|source|stalls|peers|all]}
 what=${2:-all}
@@ -132,19 +132,26 @@ if [ "$what" = real ]; then
     step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --backends gpu,cpu --input packed \
         --batch-size 100000 --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
 fi
-if [ "$what" = warp ]; then
-    # A warp per body in pass 1 (`--lane-order warp`) against a thread per body (`arrival`), each pair in
-    # one run: 1 M real-shaped bodies, then 1 M generated ~1 KB bodies; the device lane alone, 100 k packed
-    # batches. Mode warp-tests: the warp's GPU tests, its ballots against the native core, byte for byte.
-    real_corpus 1000000 > "$out/gpu-warp-h200.log" 2>&1
-    step python -m bench --records 1000000 --corpus-in "$real_file" --lane-orders arrival,warp "${lane_only[@]}" \
-        --out "$out/bench-real-warp-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
-    # The warp build takes more registers per thread than the one-thread build (136 against 111 by
-    # ptxas 12.9 for sm_90): capped at 128, 16 warps stay resident per SM, as with a thread per body.
-    step python -m bench --records 1000000 --corpus-in "$real_file" --lane-orders warp --measure-registers 128 \
-        "${lane_only[@]}" --out "$out/bench-real-warp-regs-128-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
-    step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --lane-orders arrival,warp \
-        "${lane_only[@]}" --out "$out/bench-1k-warp-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
+if [ "$what" = warp ] || [ "$what" = warp-1k ]; then
+    # A warp per body in pass 1 (`--lane-order warp`) against a thread per body (`arrival`) in one run, then
+    # pass 2 a warp per body too (`--write-warp 1`): 1 M real-shaped bodies (warp), or 1 M generated ~1 KB
+    # bodies (warp-1k); the device lane alone, 100 k packed batches. warp also runs the warp build capped
+    # at 128 registers per thread (it takes 138 by ptxas 12.9 for sm_90, the one-thread build 111), so that
+    # 16 warps stay resident per SM as with a thread per body. Mode warp-tests: the warp's GPU tests.
+    if [ "$what" = warp ]; then
+        real_corpus 1000000 > "$out/gpu-warp-h200.log" 2>&1
+        input=(--corpus-in "$real_file") name=real
+    else
+        input=(--corpus generated --sizes 1024:1) name=1k
+    fi
+    step python -m bench --records 1000000 "${input[@]}" --lane-orders arrival,warp "${lane_only[@]}" \
+        --out "$out/bench-$name-warp-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
+    step python -m bench --records 1000000 "${input[@]}" --lane-orders warp --write-warp 1 "${lane_only[@]}" \
+        --out "$out/bench-$name-warp-write-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
+    if [ "$what" = warp ]; then
+        step python -m bench --records 1000000 "${input[@]}" --lane-orders warp --measure-registers 128 \
+            "${lane_only[@]}" --out "$out/bench-real-warp-regs-128-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
+    fi
 fi
 if [ "$what" = warp-tests ]; then
     step python -m pytest -q -p no:cacheprovider tests/gpu/test_gpu_lane.py -k warp > "$out/gpu-warp-tests-h200.log" 2>&1

@@ -62,12 +62,13 @@ _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-
 
 LANE_KNOBS = (
     "write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads", "measure_registers",
-    "write_registers",
+    "write_registers", "write_warp",
 )  # fmt: skip
 """The device lane's executor attributes a run may set: its output piece (0: a batch's output in one
 piece), its byte buffers' headroom (0: none; see ``gpu_lane.capacity``), the streams pass 2 writes its
-pieces on (``gpu_lane.WRITE_STREAMS``), each pass's threads per block (``gpu_lane.THREADS``) and each
-pass's register cap per thread (the kernel compiled anew under it)."""
+pieces on (``gpu_lane.WRITE_STREAMS``), each pass's threads per block (``gpu_lane.THREADS``), each
+pass's register cap per thread (the kernel compiled anew under it), and whether pass 2 gives each row
+a warp (1) as ``--lane-order warp`` does pass 1, or a thread (0)."""
 
 
 def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, int | None] | None = None) -> Backend:
@@ -148,6 +149,14 @@ def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--write-registers", type=int, default=None, help="register cap per thread of the lane's pass 2 kernel"
+    )
+    parser.add_argument(
+        "--write-warp",
+        type=int,
+        choices=[0, 1],
+        default=None,
+        help="1: the lane's pass 2 gives each row a warp, its strings copied 32 bytes a step (rows as they came); "
+        "0: a thread (the lane's own)",
     )
 
 

@@ -133,7 +133,8 @@ class CudaExecutor(Executor):
         self._cuda: Any = cuda
         self.fns = compile_lane("cuda", cache)
         self._cache = cache
-        self._warp_measure: DirectLaunch | None = None
+        self._warp_kernels: dict[str, DirectLaunch] = {}
+        self.write_warp = 0
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
@@ -175,7 +176,7 @@ class CudaExecutor(Executor):
     def measure_registers(self, cap: int | None) -> None:
         self.measure = self._capped("measure", cap)
         self.measure_ordered = self._capped("measure_ordered", cap)
-        self._warp_measure = None  # made anew, with the cap, at its next launch
+        self._warp_kernels.pop("measure", None)  # made anew, with the cap, at its next launch
 
     @property
     def write_registers(self) -> int | None:
@@ -186,6 +187,7 @@ class CudaExecutor(Executor):
     def write_registers(self, cap: int | None) -> None:
         self.write = self._capped("write", cap)
         self.write_ordered = self._capped("write_ordered", cap)
+        self._warp_kernels.pop("write", None)
 
     def _capped(self, name: str, cap: int | None) -> DirectLaunch:
         """Pass ``name``'s launch, its kernel compiled anew with at most ``cap`` registers per thread.
@@ -385,11 +387,8 @@ class CudaExecutor(Executor):
         args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
         args += a["records"]
         if self.lane_order == "warp":
-            if threads % WARP:  # a warp's ballots need all its 32 threads
-                msg = f"pass 1's threads per block must be a multiple of {WARP} with lane order warp, not {threads}"
-                raise ConfigError(msg)
             a["order"] = a["classes"] = None
-            self._measure_warp()(-(-n * WARP // threads), threads, stream, *args, sizes)
+            self._warp_kernel("measure", threads)(-(-n * WARP // threads), threads, stream, *args, sizes)
         elif self.lane_order != "length":
             a["order"] = a["classes"] = None
             self.measure(-(-n // threads), threads, stream, *args, sizes)
@@ -402,18 +401,21 @@ class CudaExecutor(Executor):
         sized.record(stream)
         return _Pass(slot, stream, n, a, host_sizes, sized)
 
-    def _measure_warp(self) -> DirectLaunch:
-        """Pass 1 of the ``warp`` order: a warp per row (the ``cuda-warp`` build, compiled at its first use).
+    def _warp_kernel(self, name: str, threads: int) -> DirectLaunch:
+        """Pass ``name`` with a warp per row (the ``cuda-warp`` build's, compiled at its first use).
 
-        Capped at :attr:`measure_registers` registers per thread when that is set, as pass 1 of the others.
+        Capped at the pass's register cap (:attr:`measure_registers`, :attr:`write_registers`) when set.
         """
-        if self._warp_measure is None:
-            kernel = compile_lane("cuda-warp", self._cache).measure
-            cap = self._register_caps["measure"]
+        if threads % WARP:  # a warp's ballots need all its 32 threads
+            msg = f"threads per block must be a multiple of {WARP} for a warp per row, not {threads}"
+            raise ConfigError(msg)
+        if name not in self._warp_kernels:
+            kernel = getattr(compile_lane("cuda-warp", self._cache), name)
+            cap = self._register_caps[name]
             if cap is not None:
                 kernel = self._cuda.jit(max_registers=cap)(kernel.py_func)
-            self._warp_measure = DirectLaunch(kernel)
-        return self._warp_measure
+            self._warp_kernels[name] = DirectLaunch(kernel)
+        return self._warp_kernels[name]
 
     def _row_order(self, k: str, n: int, value_ends: Any, stream: Any) -> tuple[Any, Any]:
         """Queue the making of the order pass 1's threads take the rows in (``length``), on the slot's stream.
@@ -497,7 +499,10 @@ class CudaExecutor(Executor):
             self._freed[b].wait(writer)
             first, last = firsts[at], lasts[at]
             blocks = -(-(last - first) // threads)
-            if a["order"] is None:
+            if a["order"] is None and self.write_warp:
+                launch = self._warp_kernel("write", threads)
+                launch(blocks * WARP, threads, writer, *args, first, last, lo, hi, buffers[b])
+            elif a["order"] is None:
                 self.write(blocks, threads, writer, *args, first, last, lo, hi, buffers[b])
             else:
                 self.write_ordered(blocks, threads, writer, *args, a["order"], first, last, lo, hi, buffers[b])

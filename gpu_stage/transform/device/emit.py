@@ -26,6 +26,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
     )
     from gpu_stage.transform.device.scan import (
         BSLASH,
+        LANE_STEPS,
         escape_code,
         literal,
         open_object,
@@ -65,6 +66,10 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         TOOL_NAME,
         TOOL_VALID,
         TOTAL,
+    )
+    from gpu_stage.transform.device.warp import (
+        decode_steps,
+        warp_copy_bytes,
     )
 
 
@@ -108,6 +113,9 @@ def put_text(src, s, length, escaped, out, q, write):
         return q + length
     if escaped:
         return put_decoded(src, s, length, out, q)
+    if LANE_STEPS:
+        warp_copy_bytes(src, s, out, q, length)
+        return q + length
     for k in range(length):
         out[q + k] = src[s + k]
     return q + length
@@ -116,6 +124,8 @@ def put_text(src, s, length, escaped, out, q, write):
 @jit
 def put_decoded(src, s, length, out, q):
     """The ``length`` bytes that the JSON string body at ``src[s:]`` decodes to, at ``out[q:]``; the new ``q``."""
+    if LANE_STEPS:
+        return decode_steps(src, s, length, out, q)
     k = s
     end = q + length
     while q < end:

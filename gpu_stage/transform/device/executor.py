@@ -92,6 +92,9 @@ class Executor:
     device_wait: DeviceWait = "driver"
     """How :meth:`sizes` and :meth:`wait` wait for the device (``TransformSettings.device_wait``, set
     by the lane; see :func:`wait_for`). Nothing to wait for on the CPU."""
+    write_warp = 0
+    """1: pass 2 gives each row a warp, from the ``-warp`` build, unless the rows go by ``length``
+    (:mod:`gpu_stage.transform.device.warp`); 0: a thread per row. The output is the same."""
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
     as they came; ``length``, rows of like body length side by side
@@ -251,10 +254,11 @@ class CpuExecutor(Executor):
         keys, _, _, headers, _ = li.record_columns()
         args = (handle.values, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content)
         args += (li.partitions, li.offsets, li.timestamps, starts)
+        fns = compile_lane("cpu-warp", self.cache) if self.write_warp else self.fns
         for k, (lo, hi) in enumerate(pieces):
             first, last = (0, n) if bounds is None else (int(bounds[k]), int(bounds[k + 1]))
             if order is None:
-                self.fns.write(*args, first, last, lo, hi, out[lo:hi])
+                fns.write(*args, first, last, lo, hi, out[lo:hi])
             else:
                 self.fns.write_ordered(*args, order, first, last, lo, hi, out[lo:hi])
 

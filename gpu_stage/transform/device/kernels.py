@@ -171,7 +171,9 @@ def atomic_add(array, i, value):
 # warp's sum of them, and each lane's sum of those below it (where a copy writes), are three ballots
 # and their bit counts: independent of each other, unlike a chain of shuffles. Masks are int64 (a
 # ballot is uint32).
-_WARP_FUNCTIONS = ("lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "first_bit")
+_WARP_FUNCTIONS = (
+    "lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes", "first_bit",
+)  # fmt: skip
 _WARP_SOURCE = """
 from numba import cuda, int64
 
@@ -213,11 +215,16 @@ def warp_widths(b, p, e, stop, starts, covered):
     return total, cuda.ballot_sync(FULL, bad) != 0
 
 
-def warp_copy(b, p, e, starts, covered, out, q):
+def warp_copy(b, p, e, stop, starts, covered, out, q, limit):
     lane = cuda.laneid
-    width, value, escaped, _ = lane_piece(b, p, e, lane, 32, starts, covered, False)
+    width, value, escaped, _ = lane_piece(b, p, e, lane, stop, starts, covered, False)
     below, total = lane_sums(width, lane)
-    if width > 0:
+    if width > 0 and q + below < limit:
         lane_put(out, q + below, width, value, escaped)
-    return q + total
+    return min(q + total, limit)
+
+
+def warp_copy_bytes(src, s, out, q, n):
+    for k in range(cuda.laneid, n, 32):
+        out[q + k] = src[s + k]
 """

@@ -230,23 +230,38 @@ def widths_by_lanes(b, p, e, stop, starts, covered):
 
 
 @jit
-def copy_by_lanes(b, p, e, starts, covered, out, q):
-    """The step's pieces written from ``out[q:]`` in lane order; the new ``q`` (a prefix sum on the device).
+def copy_by_lanes(b, p, e, stop, starts, covered, out, q, limit):
+    """The step's pieces before ``stop`` written from ``out[q:]`` in lane order, none at ``limit`` or after; new ``q``.
+
+    On the device each lane writes its own, where the sum of the lanes' pieces before it says. The
+    limit ends a copy whose source is not a string closed by a quote (pass 2 copies a number's text
+    that way, ``stop_reason``'s): the decoded length says where it ends.
 
     In place (``out`` is ``b``, ``q <= p``) lane by lane is safe: a lane reads its own bytes, at or
     after any place written before it.
     """
     for lane in range(LANES):
-        width, value, escaped, _ = lane_piece(b, p, e, lane, NO_STOP, starts, covered, False)
-        if width > 0:
+        width, value, escaped, _ = lane_piece(b, p, e, lane, stop, starts, covered, False)
+        if width > 0 and q < limit:
             q = lane_put(out, q, width, value, escaped)
     return q
+
+
+@jit
+def copy_bytes_by_lanes(src, s, out, q, n):
+    """``n`` bytes from ``src[s:]`` to ``out[q:]`` (another array).
+
+    On the device lane ``k`` copies bytes ``k``, ``k + 32`` and so on.
+    """
+    for k in range(n):
+        out[q + k] = src[s + k]
 
 
 if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels.py)
     warp_marks = marks_by_lanes
     warp_widths = widths_by_lanes
     warp_copy = copy_by_lanes
+    warp_copy_bytes = copy_bytes_by_lanes
     first_bit = bit_index
 
 
@@ -278,7 +293,25 @@ def copy_string_steps(b, s, e, out, q):
     """:func:`gpu_stage.transform.device.scan.copy_string` 32 bytes a step (a string known good); the new ``q``."""
     while s < e:
         quotes, slashes, odd = warp_marks(b, s, e)
-        _, starts, covered, after = string_step(b, s, e, quotes, slashes, odd)
-        q = warp_copy(b, s, e, starts, covered, out, q)
+        stop, starts, covered, after = string_step(b, s, e, quotes, slashes, odd)
+        q = warp_copy(b, s, e, stop, starts, covered, out, q, out.shape[0])
+        s = after
+    return q
+
+
+@jit
+def decode_steps(src, s, length, out, q):
+    """The ``length`` bytes the JSON string body at ``src[s:]`` decodes to, at ``out[q:]``, 32 source bytes a step.
+
+    :func:`gpu_stage.transform.device.emit.put_decoded`'s: the text is known good, and ends at its
+    closing quote or, for a number's text, at ``length`` bytes. No spelling is longer than six bytes
+    a decoded byte, which bounds the reads.
+    """
+    end = q + length
+    e = min(src.shape[0], s + 6 * length + 1)
+    while q < end and s < e:
+        quotes, slashes, odd = warp_marks(src, s, e)
+        stop, starts, covered, after = string_step(src, s, e, quotes, slashes, odd)
+        q = warp_copy(src, s, e, stop, starts, covered, out, q, end)
         s = after
     return q

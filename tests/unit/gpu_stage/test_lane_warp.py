@@ -122,6 +122,30 @@ def test_good_strings_decode_to_their_text(parts: list[bytes]) -> None:
     assert b[1 : 1 + len(want)].tobytes() == want
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(parts=st.lists(st.one_of(st.sampled_from(GOOD_PIECES), st.integers(1, 70).map(lambda n: b"y" * n)), max_size=30))
+def test_pass_2_decodes_a_string_as_a_byte_at_a_time(parts: list[bytes]) -> None:
+    """Pass 2's ``put_decoded`` and ``put_text`` of the warp build give the one-thread build's bytes."""
+    text = b'"' + b"".join(parts) + b'"' + b'"x": "y"'  # more JSON after the closing quote
+    end, length = ONE.scan_string(_array(text), 0, len(text), True)
+    outs = [np.zeros(len(text) + 16, dtype=np.uint8) for _ in range(4)]
+    src = _array(text)
+    ends = [ONE.put_decoded(src, 1, length, outs[0], 3), WARP.put_decoded(src, 1, length, outs[1], 3)]
+    assert ends == [3 + length] * 2 and outs[0].tobytes() == outs[1].tobytes()
+    plain = end - 2  # the spelling's bytes as they are
+    ends = [fns.put_text(src, 1, plain, False, out, 0, True) for fns, out in ((ONE, outs[2]), (WARP, outs[3]))]
+    assert ends[0] == ends[1] and outs[2].tobytes() == outs[3].tobytes()
+
+
+def test_pass_2_decodes_a_numbers_text_to_its_length() -> None:
+    """``stop_reason`` may be a number, copied as text by ``put_decoded``: its length ends it, not a quote."""
+    for text, length in ((b'128009,"token_ids":null}', 6), (b"7}" + b" " * 40 + b'"', 1), (b"-0.5e3]", 6)):
+        outs = [np.zeros(64, dtype=np.uint8) for _ in range(2)]
+        ends = [fns.put_decoded(_array(text), 0, length, out, 2) for fns, out in ((ONE, outs[0]), (WARP, outs[1]))]
+        assert ends == [2 + length] * 2
+        assert outs[0].tobytes() == outs[1].tobytes() and outs[1][2 : 2 + length].tobytes() == text[:length]
+
+
 @pytest.fixture(scope="module")
 def lanes() -> tuple[LaneTransform, LaneTransform]:
     """The lane in ``warp`` order and in ``arrival`` (one thread per row), both compiled for the CPU."""
@@ -138,6 +162,22 @@ def test_pass_1_in_warps_gives_the_native_cores_bytes(lanes: tuple[LaneTransform
     _assert_same(NativeBackend(WIDE).parse(batch), warp.parse(batch))
     assert warp.taken_rows - before > 0.95 * len(batch)
     assert warp.measure(batch).tolist() == one_thread.measure(batch).tolist()
+
+
+@pytest.mark.parametrize("piece_bytes", [0, 64 << 10])
+@pytest.mark.parametrize("kind", ["real", "escapes"])
+def test_pass_2_in_warps_gives_the_native_cores_bytes(
+    lanes: tuple[LaneTransform, LaneTransform], kind: str, piece_bytes: int
+) -> None:
+    """Both passes a warp per row (``write_warp``), the output in one piece and in pieces of 64 KiB."""
+    made = real_corpus.generate(2000, seed=5) if kind == "real" else escape_corpus.escape_bodies(2000, 12)
+    batch = synth.batch(made.values, first_offset=7)
+    warp, _ = lanes
+    warp.executor.write_warp, warp.executor.write_piece_bytes = 1, piece_bytes
+    try:
+        _assert_same(NativeBackend(WIDE).parse(batch), warp.parse(batch))
+    finally:
+        warp.executor.write_warp, warp.executor.write_piece_bytes = 0, 0
 
 
 def test_the_cuda_warp_build_replaces_each_lane_by_lane_part() -> None:
