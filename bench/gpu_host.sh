@@ -4,7 +4,7 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp|warp-1k|warp-tests|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
 out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|trees|source|stalls|peers|all]}
 what=${2:-all}
@@ -131,6 +131,18 @@ if [ "$what" = real ]; then
         --batch-size 100000 --native-threads 1 --out "$out/bench-real-h200.json" > "$out/gpu-peers-real-h200.log" 2>&1
     step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --backends gpu,cpu --input packed \
         --batch-size 100000 --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
+fi
+if [ "$what" = warp-prep ]; then
+    # What the warp modes need, made once per host so that each of them fits one call: the real-shaped
+    # corpus, and the four kernels of the two lane orders (each pass a thread or a warp per row) compiled
+    # into the kernel cache by a small batch through each.
+    real_corpus 1000000 > "$out/gpu-warp-prep-h200.log" 2>&1
+    step python -c "from gpu_stage import synth; from gpu_stage.transform import TransformSettings
+from gpu_stage.transform.gpu import GpuBackend
+for order, write_warp in (('arrival', 0), ('warp', 1)):
+    backend = GpuBackend(TransformSettings(lane_order=order))
+    backend.lane.executor.write_warp = write_warp
+    backend.parse(synth.batch(synth.bodies(256)))" >> "$out/gpu-warp-prep-h200.log" 2>&1
 fi
 if [ "$what" = warp ] || [ "$what" = warp-1k ]; then
     # A warp per body in pass 1 (`--lane-order warp`) against a thread per body (`arrival`) in one run, then
