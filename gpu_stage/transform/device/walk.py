@@ -491,32 +491,63 @@ def on_choice(b, p, e, index, slots, r, sc):
 
 
 @jit
+def forget_text(slots, r):
+    """The content column null again: a text read as it came gives way to a message or delta after it."""
+    for k in range(3):
+        slots[r, CONTENT + k] = -1
+
+
+@jit
 def choice(b, p, e, slots, r, sc):
-    """The first choice: its columns, then the content from message, else delta, else text."""
+    """The first choice: its columns, then the content from message, else delta, else text.
+
+    A message is read where it stands: nothing after it can take its place, and its content (most
+    of a body, often) is then walked once, not skipped first and read after. So is a text that
+    comes before any message or delta (a completion's); should one come after it, the text's
+    content is forgotten. A delta is only located, and read once the choice is walked, when no
+    message came.
+    """
     slots[r, MESSAGE_AT] = -1
     slots[r, DELTA_AT] = -1
     slots[r, TEXT_AT] = -1
+    text_read = False
     end, closed = open_object(b, p, e)
     seen = 0
     while closed == 0:
         index, end, seen = member(b, end, e, CHOICE_NAMES, CHOICE_ENDS, 6, seen, False)
-        if index >= 0:
+        if index == 2:
+            if text_read:
+                forget_text(slots, r)
+                text_read = False
+            slots[r, MESSAGE_AT] = end
+            end = end + 4 if is_null(b, end, e) else message(b, end, e, slots, r, sc)
+        elif index == 4 and slots[r, MESSAGE_AT] < 0 and slots[r, DELTA_AT] < 0:
+            slots[r, TEXT_AT] = end
+            q = read_string(b, end, e, slots, r, CONTENT)
+            text_read = q >= 0
+            end = q if text_read else skip_value(b, end, e, True)  # not a string: read (and refused) below
+        elif index >= 0:
             end = on_choice(b, end, e, index, slots, r, sc)
         end, closed = next_member(b, end, e)
     if end < 0:
         return -1
-    holder = slots[r, MESSAGE_AT] if slots[r, MESSAGE_AT] >= 0 else slots[r, DELTA_AT]
+    holder = slots[r, MESSAGE_AT]
+    if holder < 0:
+        holder = slots[r, DELTA_AT]
+        if holder >= 0 and text_read:
+            forget_text(slots, r)
+            text_read = False
+        if holder >= 0 and not is_null(b, holder, e) and message(b, holder, e, slots, r, sc) < 0:
+            return -1
     if holder >= 0:
         if is_null(b, holder, e):
             return end
-        if message(b, holder, e, slots, r, sc) < 0:
-            return -1
         if slots[r, REASONING] < 0:
             for k in range(3):
                 slots[r, REASONING + k] = slots[r, REASONING_CONTENT + k]
         return end
     text = slots[r, TEXT_AT]
-    if text >= 0 and read_string(b, text, e, slots, r, CONTENT) < 0:
+    if text >= 0 and not text_read and read_string(b, text, e, slots, r, CONTENT) < 0:
         return -1
     return end
 
