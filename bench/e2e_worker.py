@@ -422,22 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-txn-backoff", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, the workers' --txn-retry-backoff-ms at "
                    "librdkafka's default 100 (the baseline) then at the worker's default, with the ratio of each pair")
-    p.add_argument("--compare-compression", type=int, default=0, metavar="ROUNDS",
-                   help="instead of one run: ROUNDS pairs of runs, --compression lz4 (the baseline) then none, "
-                   "with the ratio of each pair's rates and CPU per record")
-    p.add_argument("--compare-partition-by", type=int, default=0, metavar="ROUNDS",
-                   help="instead of one run: ROUNDS pairs of runs, --partition-by key (the baseline) then source, "
-                   "with the ratio of each pair's rates and CPU per record")
-    p.add_argument("--compare-fetch-backoff", type=int, default=0, metavar="ROUNDS",
-                   help="instead of one run: ROUNDS pairs of runs, the workers' --fetch-backoff-ms at librdkafka's "
-                   "default 1000 (the baseline) then at the worker's default, with the ratio of each pair's rates "
-                   "and CPU per record")
-    p.add_argument("--compare-lane-order", type=int, default=0, metavar="ROUNDS",
-                   help="instead of one run: ROUNDS pairs of runs, the GPU workers' --lane-order arrival (the "
-                   "baseline) then warp, with the ratio of each pair's rates and CPU per record")
-    p.add_argument("--compare-device-wait", type=int, default=0, metavar="ROUNDS",
-                   help="instead of one run: ROUNDS pairs of runs, the GPU workers' --device-wait driver (the "
-                   "baseline) then poll, with the ratio of each pair's rates and CPU per record")
+    for option, (base, other) in COST_PAIRS.items():
+        p.add_argument(f"--compare-{_compare_name(option)}", type=int, default=0, metavar="ROUNDS",
+                       help=f"instead of one run: ROUNDS pairs of runs, the workers' --{option.replace('_', '-')} "
+                       f"{base} (the baseline) then {other}, with the ratio of each pair's rates and CPU per record")
     p.add_argument("--compare-consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="instead of one run: --rounds pairs of runs, the workers' consumers as they are (the "
                    "baseline) then with these properties, with the ratio of each pair's rates and CPU per record")
@@ -453,9 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_consumer_config:
         more = f"{args.consumer_config} {args.compare_consumer_config}".strip()
         return compare_costs(args, "consumer_config", args.rounds, (args.consumer_config, more))
-    for option, rounds in (("compression", args.compare_compression), ("partition_by", args.compare_partition_by),
-                           ("fetch_backoff_ms", args.compare_fetch_backoff), ("lane_order", args.compare_lane_order),
-                           ("device_wait", args.compare_device_wait)):
+    for option in COST_PAIRS:
+        rounds = getattr(args, f"compare_{_compare_name(option).replace('-', '_')}")
         if rounds:
             return compare_costs(args, option, rounds)
     if args.compare_commit_overlap:
@@ -510,6 +497,11 @@ COST_PAIRS = {
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
 
+def _compare_name(option: str) -> str:
+    """The ``--compare-…`` name of a :data:`COST_PAIRS` option (``fetch_backoff_ms``: ``fetch-backoff``)."""
+    return option.removesuffix("_ms").replace("_", "-")
+
+
 def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tuple[Any, Any] | None = None) -> int:
     """``rounds`` pairs of runs, ``option`` at ``pair`` (baseline first); the ratios of rate and CPU.
 
@@ -521,7 +513,7 @@ def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tupl
     device lane order and wait; ``consumer_config`` and ``worker_tree`` come with
     the pair the command line gave.
     """
-    name = option.removesuffix("_ms").replace("_", "-")
+    name = _compare_name(option)
     out = args.out or RESULTS / f"e2e-{name}-{platform.node() or 'host'}-{args.backend}.json"
     return paired_runs(args, _run_and_print, cost_ratios, out, option, pair or COST_PAIRS[option], rounds)
 

@@ -112,8 +112,10 @@ def test_the_warm_up_option_reaches_the_workers_only_when_set(tmp_path: Path) ->
     ("argv", "expected"),
     [
         ([], {"--gpu-min-batch": None, "--compression": "lz4", "--partition-by": "source", "--fetch-backoff-ms": None}),
-        (["--gpu-min-batch", "0", "--compression", "none", "--partition-by", "key", "--fetch-backoff-ms", "0"],
-         {"--gpu-min-batch": "0", "--compression": "none", "--partition-by": "key", "--fetch-backoff-ms": "0"}),
+        (
+            ["--gpu-min-batch", "0", "--compression", "none", "--partition-by", "key", "--fetch-backoff-ms", "0"],
+            {"--gpu-min-batch": "0", "--compression": "none", "--partition-by": "key", "--fetch-backoff-ms": "0"},
+        ),
         ([], {"--lane-order": None, "--device-wait": None}),
         (["--lane-order", "warp", "--device-wait", "poll"], {"--lane-order": "warp", "--device-wait": "poll"}),
     ],
@@ -198,3 +200,18 @@ def test_the_step_means_skip_workers_without_a_step() -> None:
     per_worker = [{"collect_ms": 100.0, "starved_ms": 10.0, "in": 5.0}, {"collect_ms": 130.0}]
     assert mean_steps(per_worker) == {"collect": 115.0, "starved": 10.0}
     assert mean_steps([]) == {}
+
+
+def test_each_cost_pair_has_its_compare_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--compare-lane-order N`` and the rest: N pairs of runs of that option, and nothing else run."""
+    from bench import e2e_worker
+
+    asked: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        e2e_worker, "compare_costs", lambda _args, option, rounds, pair=None: asked.append((option, rounds)) or 0
+    )
+    flags = ["--compare-compression", "--compare-partition-by", "--compare-fetch-backoff", "--compare-lane-order",
+             "--compare-device-wait"]  # fmt: skip
+    for flag in flags:
+        assert e2e_worker.main([flag, "2"]) == 0
+    assert asked == [(option, 2) for option in e2e_worker.COST_PAIRS]
