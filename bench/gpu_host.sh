@@ -148,7 +148,7 @@ if [ "$what" = warp ] || [ "$what" = warp-1k ]; then
     # A warp per body in pass 1 (`--lane-order warp`) against a thread per body (`arrival`) in one run, then
     # pass 2 a warp per body too (`--write-warp 1`): 1 M real-shaped bodies (warp), or 1 M generated ~1 KB
     # bodies (warp-1k); the device lane alone, 100 k packed batches. warp also runs the warp build capped
-    # at 128 registers per thread (it takes 138 by ptxas 12.9 for sm_90, the one-thread build 111), so that
+    # at 128 registers per thread (it takes 142 by ptxas 12.9 for sm_90, the one-thread build 125), so that
     # 16 warps stay resident per SM as with a thread per body. Mode warp-tests: the warp's GPU tests.
     if [ "$what" = warp ]; then
         real_corpus 1000000 > "$out/gpu-warp-h200.log" 2>&1
