@@ -34,9 +34,9 @@ from llmpipe.errors import ConfigError
 log = logging.getLogger(__name__)
 
 THREADS = 128
-WARP = 32
-"""Threads of a warp: with ``warp`` each row of pass 1 takes this many (:mod:`gpu_stage.transform.device.warp`)."""
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
+WARP = 32
+"""Threads of a warp: a row takes this many in a pass run a warp per row (:mod:`gpu_stage.transform.device.warp`)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
 ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows")
@@ -134,7 +134,6 @@ class CudaExecutor(Executor):
         self.fns = compile_lane("cuda", cache)
         self._cache = cache
         self._warp_kernels: dict[str, DirectLaunch] = {}
-        self.write_warp = 0
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)

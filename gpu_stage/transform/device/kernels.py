@@ -30,7 +30,7 @@ the code is the same, and it is cached apart."""
 TARGETS = ("cpu", "cuda", "cpu-warp", "cuda-warp")
 """``cpu`` (numba.njit) and ``cuda`` (numba.cuda): one thread per body. ``cuda-warp``: a warp per body,
 strings read by its 32 threads together (:mod:`gpu_stage.transform.device.warp`); ``cpu-warp``: the same code on
-the CPU, the warp's ballots and shuffles done lane by lane (what the tests compare)."""
+the CPU, the warp's ballots done lane by lane (what the tests compare)."""
 _SOURCES = (
     "scan.py", "warp.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py",
     "order.py",
