@@ -87,16 +87,15 @@ def by_thread(per_worker: list[dict[str, float]]) -> dict[str, float]:
 def mean_steps(per_worker: list[dict[str, float]]) -> dict[str, float]:
     """Each batch step's milliseconds (``collect_ms`` …) averaged over the workers that report it."""
     names = [key for key in STEP_KEYS if any(key in worker for worker in per_worker)]
-    return {
-        name.removesuffix("_ms"): round(statistics.fmean(w[name] for w in per_worker if name in w), 1)
-        for name in names
-    }
+    return {name.removesuffix("_ms"): _mean_of(per_worker, name) for name in names}
 
 
 def mean_backend_stages(per_worker: list[dict[str, float]]) -> dict[str, float]:
     """Each backend stage's milliseconds per batch (``backend_ms:…``) averaged over the workers that report it."""
     names = dict.fromkeys(key for worker in per_worker for key in worker if key.startswith(BACKEND_PREFIX))
-    return {
-        name.removeprefix(BACKEND_PREFIX): round(statistics.fmean(w[name] for w in per_worker if name in w), 1)
-        for name in names
-    }
+    return {name.removeprefix(BACKEND_PREFIX): _mean_of(per_worker, name) for name in names}
+
+
+def _mean_of(per_worker: list[dict[str, float]], name: str) -> float:
+    """``name``'s value averaged over the workers that report it, to 0.1."""
+    return round(statistics.fmean(w[name] for w in per_worker if name in w), 1)

@@ -289,14 +289,23 @@ def scan_string_steps(b, p, e, allow_escapes):
 
 
 @jit
-def copy_string_steps(b, s, e, out, q):
-    """:func:`gpu_stage.transform.device.scan.copy_string` 32 bytes a step (a string known good); the new ``q``."""
-    while s < e:
+def copy_steps(b, s, e, out, q, limit):
+    """The string body at ``b[s:]`` decoded at ``out[q:]`` a step at a time; the new ``q``.
+
+    The copy ends at ``e`` or the closing quote in ``b``, and at ``limit`` in ``out``.
+    """
+    while s < e and q < limit:
         quotes, slashes, odd = warp_marks(b, s, e)
         stop, starts, covered, after = string_step(b, s, e, quotes, slashes, odd)
-        q = warp_copy(b, s, e, stop, starts, covered, out, q, out.shape[0])
+        q = warp_copy(b, s, e, stop, starts, covered, out, q, limit)
         s = after
     return q
+
+
+@jit
+def copy_string_steps(b, s, e, out, q):
+    """:func:`gpu_stage.transform.device.scan.copy_string` 32 bytes a step (a string known good); the new ``q``."""
+    return copy_steps(b, s, e, out, q, out.shape[0])
 
 
 @jit
@@ -307,11 +316,4 @@ def decode_steps(src, s, length, out, q):
     closing quote or, for a number's text, at ``length`` bytes. No spelling is longer than six bytes
     a decoded byte, which bounds the reads.
     """
-    end = q + length
-    e = min(src.shape[0], s + 6 * length + 1)
-    while q < end and s < e:
-        quotes, slashes, odd = warp_marks(src, s, e)
-        stop, starts, covered, after = string_step(src, s, e, quotes, slashes, odd)
-        q = warp_copy(src, s, e, stop, starts, covered, out, q, end)
-        s = after
-    return q
+    return copy_steps(src, s, min(src.shape[0], s + 6 * length + 1), out, q, q + length)
