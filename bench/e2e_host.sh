@@ -23,7 +23,7 @@
 # throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
 # workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
 # LANE_PAIRS (default 0) adds that many pairs of GPU throughput runs, the workers' --lane-order arrival then
-# warp; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then poll. The GPU
+# warp; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block. The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
 # MPS=1 runs every GPU worker under CUDA MPS: a control daemon started here (pipe and log folders under
 # MPS_DIR, default /tmp/llmpipe-mps) and stopped at the end, so that the workers' kernels share the device

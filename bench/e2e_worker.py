@@ -492,7 +492,7 @@ COST_PAIRS = {
     "partition_by": PARTITION_BY_PAIR,
     "fetch_backoff_ms": FETCH_BACKOFF_PAIR,
     "lane_order": ("arrival", "warp"),
-    "device_wait": ("driver", "poll"),
+    "device_wait": ("driver", "block"),
 }
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 

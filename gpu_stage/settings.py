@@ -270,7 +270,8 @@ def parser() -> argparse.ArgumentParser:
         choices=list(DEVICE_WAITS),
         help="gpu backend: how the feeding thread waits for the device. driver: the CUDA driver's wait, which "
         "spins on a core while the host has more cores than CUDA contexts; poll: ask the device every 0.2 ms "
-        "and sleep in between, leaving the core to the worker's other threads and to other workers",
+        "and sleep in between, leaving the core to the worker's other threads and to other workers; block: "
+        "sleep until the driver wakes the thread at the batch's end (blocking-sync events)",
     )
     env_option(
         w,

@@ -25,8 +25,8 @@ DEFAULT_MAX_RECORD_BYTES = 1 << 20
 LaneOrder = Literal["arrival", "length", "warp"]
 LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "warp")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
-DeviceWait = Literal["driver", "poll"]
-DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll")
+DeviceWait = Literal["driver", "poll", "block"]
+DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll", "block")
 """How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""
 
 
@@ -64,7 +64,9 @@ class TransformSettings:
     """How the device lane's feeding thread waits for a batch's passes (GPU backend): ``driver``, the
     CUDA driver's own wait, which spins on a core while the host has more cores than CUDA contexts;
     ``poll``, asking the device whether the batch is done every :data:`POLL_S` and sleeping in
-    between, so that the core is free for the process's other threads (and other workers) meanwhile."""
+    between, so that the core is free for the process's other threads (and other workers) meanwhile;
+    ``block``, waiting on events made for blocking waits (``CU_EVENT_BLOCKING_SYNC``): the driver puts
+    the thread to sleep and wakes it when the device reaches the event, with no polling period."""
 
 
 @runtime_checkable

@@ -92,6 +92,19 @@ def capacity(rows: int, dtype: Any, width: int = 0, parts: int = HEADROOM_PARTS)
     return max(rows + headroom, 1024)
 
 
+def blocking_event(cuda: Any) -> Any:
+    """A numba-cuda event made with ``CU_EVENT_BLOCKING_SYNC``: its ``synchronize`` sleeps instead of spinning.
+
+    numba-cuda makes its events without that flag, so the driver call and the event's finalizer
+    are numba-cuda's own, as its ``Context.create_event`` uses them.
+    """
+    driver = cuda.cudadrv.driver
+    flags = driver.binding.CUevent_flags
+    handle = driver.driver.cuEventCreate(int(flags.CU_EVENT_DISABLE_TIMING) | int(flags.CU_EVENT_BLOCKING_SYNC))
+    deallocations = cuda.current_context().deallocations
+    return driver.Event(handle, finalizer=driver._event_finalizer(deallocations, handle))
+
+
 @dataclass
 class _Slot:
     """A slot: its stream, on which its batches' copies and passes run in order."""
@@ -396,7 +409,7 @@ class CudaExecutor(Executor):
             self.measure_ordered(-(-n // threads), threads, stream, *args, sizes, a["order"])
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)
-        sized = self._cuda.event(timing=False)
+        sized = self._host_event()
         sized.record(stream)
         return _Pass(slot, stream, n, a, host_sizes, sized)
 
@@ -510,8 +523,14 @@ class CudaExecutor(Executor):
             self._copy_out(buffers[b], out[lo:hi], copies)
             self._freed[b].record(copies)
         self._join(writers, stream)
-        handle.done = self._cuda.event(timing=False)
+        handle.done = self._host_event()
         handle.done.record(copies)
+
+    def _host_event(self) -> Any:
+        """An event the feeding thread waits on (:func:`wait_for`): for blocking waits with ``block``."""
+        if self.device_wait == "block":
+            return blocking_event(self._cuda)
+        return self._cuda.event(timing=False)
 
     def _writers_after(self, stream: Any, buffers: int) -> list[Any]:
         """The streams pass 2 writes on, each queued behind ``stream``'s work so far (pass 1, the starts).

@@ -71,9 +71,11 @@ def wait_for(done: Any, how: DeviceWait, poll_s: float = POLL_S) -> None:
     ``driver`` is the event's own ``synchronize``: with fewer CUDA contexts than cores the driver
     spins a core until the device gets there, and with several GPU workers on a host those spinning
     threads take cores the workers' Kafka and producing threads need. ``poll`` asks the event
-    every ``poll_s`` and sleeps in between, which costs at most ``poll_s`` more per wait.
+    every ``poll_s`` and sleeps in between, which costs at most ``poll_s`` more per wait. ``block``
+    is the event's ``synchronize`` too: the executor made the event for blocking waits, so the driver
+    puts the thread to sleep until the device gets there.
     """
-    if how == "driver":
+    if how != "poll":
         done.synchronize()
         return
     while not done.query():

@@ -1,7 +1,8 @@
 """How the GPU backend's feeding thread waits for the device (``--device-wait``), without a GPU.
 
 ``driver`` leaves the wait to the CUDA event (which spins a core while the host has more cores than
-contexts); ``poll`` asks the event and sleeps between questions. The event here is a stand-in that
+contexts); ``block`` too, on an event the CUDA executor made for blocking waits (its bytes are the
+GPU tier's to check); ``poll`` asks the event and sleeps between questions. The event here is a stand-in that
 counts how it was asked; the setting is checked from the command line to the lane's executor.
 """
 
@@ -41,6 +42,14 @@ def test_driver_leaves_the_wait_to_the_event(monkeypatch: pytest.MonkeyPatch) ->
     assert (event.synchronized, event.queries, slept) == (1, 0, [])
 
 
+def test_block_leaves_the_wait_to_the_event_made_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr(executor_module.time, "sleep", slept.append)
+    event = _Event(ready_after=5)
+    wait_for(event, "block")
+    assert (event.synchronized, event.queries, slept) == (1, 0, [])
+
+
 def test_poll_asks_until_done_and_sleeps_between_questions(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
     monkeypatch.setattr(executor_module.time, "sleep", slept.append)
@@ -60,11 +69,12 @@ def test_the_setting_goes_from_the_command_line_to_the_executor(monkeypatch: pyt
 
     assert parse([])[1].device_wait == TransformSettings().device_wait == "driver"
     assert parse(["--device-wait", "poll"])[1].device_wait == "poll"
+    assert parse(["--device-wait", "block"])[1].device_wait == "block"
     monkeypatch.setenv("GPU_STAGE_DEVICE_WAIT", "poll")
     assert parse([])[1].device_wait == "poll"
     monkeypatch.setenv("GPU_STAGE_DEVICE_WAIT", "sleep")
     with pytest.raises(ConfigError) as refused:
         parse([])
-    assert str(refused.value) == "GPU_STAGE_DEVICE_WAIT (--device-wait) must be one of driver, poll, not 'sleep'"
+    assert str(refused.value) == "GPU_STAGE_DEVICE_WAIT (--device-wait) must be one of driver, poll, block, not 'sleep'"
     lane = LaneTransform(replace(TransformSettings(), device_wait="poll"), CpuExecutor)
     assert lane.executor.device_wait == "poll"
