@@ -34,19 +34,12 @@ class _Event:
         self.synchronized += 1
 
 
-def test_driver_leaves_the_wait_to_the_event(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("how", ["driver", "block"])
+def test_driver_and_block_leave_the_wait_to_the_event(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
     monkeypatch.setattr(executor_module.time, "sleep", slept.append)
     event = _Event(ready_after=5)
-    wait_for(event, "driver")
-    assert (event.synchronized, event.queries, slept) == (1, 0, [])
-
-
-def test_block_leaves_the_wait_to_the_event_made_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    slept: list[float] = []
-    monkeypatch.setattr(executor_module.time, "sleep", slept.append)
-    event = _Event(ready_after=5)
-    wait_for(event, "block")
+    wait_for(event, how)  # type: ignore[arg-type]
     assert (event.synchronized, event.queries, slept) == (1, 0, [])
 
 
