@@ -28,8 +28,8 @@
 # MPS=1 runs every GPU worker under CUDA MPS: a control daemon started here (pipe and log folders under
 # MPS_DIR, default /tmp/llmpipe-mps) and stopped at the end, so that the workers' kernels share the device
 # at once instead of taking turns on it.
-# E2E_CORPUS (default real) is the throughput runs' --corpus (synth: the ~1 KB bodies they loaded before
-# the real-shaped corpus); the latency runs offer gpu_stage.synth's bodies.
+# E2E_CORPUS (default real) is the throughput and latency runs' --corpus (synth: the ~1 KB bodies they
+# loaded before the real-shaped corpus).
 # GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
 # running at the end (a later call on the same host reuses it, warm).
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
@@ -76,7 +76,7 @@ latency_once() {  # BACKEND WORKERS NAME [OPTIONS...]; a later --out wins
     python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * ${LATENCY_SECONDS:-10})) \
         --rate "$rate" --producers 4 --warmup-s "${LATENCY_WARMUP_S:-5}" --backend "$backend" --workers "$workers" \
         --partitions 24 --batch-records 5000 --batch-wait-ms 5 --logs "$out/logs" --broker-pid "$broker_pid" \
-        --out "$out/$name.json" "$@" \
+        --corpus "${E2E_CORPUS:-real}" --out "$out/$name.json" "$@" \
         >> "$out/e2e.log" 2>&1 || status=1
 }
 latency() {  # BACKEND WORKERS [OPTIONS...]: once, or once per LATENCY_WORKERS

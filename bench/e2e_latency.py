@@ -1,11 +1,13 @@
 """``python -m bench.e2e_latency``: per-record latency through the broker at a fixed offered load.
 
-Paced producer processes offer R records/s of generated raw records (record ``i`` is due at
-``t0 + i / R``); K ``python -m gpu_stage`` workers process them with transactions; a
-``read_committed`` watcher consumes the typed and DLQ topics and takes, for every key, the time from
-its due time to the moment the watcher received it. Latency is measured from the schedule, not from
-the actual send, so a producer that falls behind counts against it (no coordinated omission). The
-keys are then checked exactly once. Not a test: the figures depend on the host and its neighbours.
+Paced producer processes offer R records/s of raw records (record ``i`` is due at ``t0 + i / R``;
+bodies cycled from a pool of ``--pool`` distinct ones of ``--corpus``, by default the real-shaped
+corpus of :mod:`bench.real_corpus`, or read by ``--corpus-in``); K ``python -m gpu_stage``
+workers process them with transactions; a ``read_committed`` watcher consumes the typed and DLQ
+topics and takes, for every key, the time from its due time to the moment the watcher received it.
+Latency is measured from the schedule, not from the actual send, so a producer that falls behind
+counts against it (no coordinated omission). The keys are then checked exactly once. Not a test:
+the figures depend on the host and its neighbours.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import confluent_kafka
 import numpy as np
 import numpy.typing as npt
 
-from bench import gc_log
+from bench import corpora, gc_log
 from bench.e2e_summary import cpu_figures, summaries
 from bench.e2e_worker import (
     BACKOFF_PAIR,
@@ -44,7 +46,6 @@ from bench.e2e_worker import (
     wait_group,
 )
 from bench.machine import CpuWindow
-from gpu_stage import synth
 from llmpipe.kafka_io import KafkaSettings, Producer, delete_topics
 from llmpipe.runtime import configure_logging
 
@@ -56,10 +57,9 @@ WATCH_WAIT_S = 0.002
 
 
 def pace(
-    kafka: KafkaSettings, topic: str, first: int, step: int, records: int, rate: float, t0: float
+    kafka: KafkaSettings, topic: str, first: int, step: int, records: int, rate: float, t0: float, bodies: list[bytes]
 ) -> float:
-    """Produce keys ``first, first + step, …`` each at its due time; return the worst lag behind it (s)."""
-    bodies = synth.bodies(10_000)
+    """Produce keys ``first, first + step, …`` each at its due time, ``bodies`` cycled; the worst lag (s)."""
     producer = Producer(kafka, {"linger.ms": 2, "batch.size": 1 << 20})
     worst = 0.0
     for i in range(first, records, step):
@@ -142,6 +142,7 @@ def _short(p: dict[str, float]) -> dict[str, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Start workers, offer the load, watch, check; the result dictionary."""
     kafka = KafkaSettings(bootstrap=args.bootstrap, compression=args.compression)
+    pool = corpora.load(args, min(args.records, args.pool))
     topics = fresh_topics(kafka, args, with_raw=True)
     try:
         group, procs = start_workers(args, topics.raw, topics.typed_base, topics.dlq, topics.logs)
@@ -154,9 +155,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.time() + args.warmup_s
         cpu = CpuWindow(args.broker_pid or None)
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(args.producers) as pool:
-            lags = pool.starmap_async(pace, [(kafka, topics.raw, p, args.producers, args.records,
-                                              args.rate, t0) for p in range(args.producers)])
+        with ctx.Pool(args.producers) as producers:
+            lags = producers.starmap_async(pace, [(kafka, topics.raw, p, args.producers, args.records,
+                                                   args.rate, t0, pool.values) for p in range(args.producers)])
             deadline = t0 + args.records / args.rate + args.drain_s
             threading.Timer(max(0.0, t0 - time.time()), cpu.start).start()  # the window opens with the load
             latencies, to_produce, due_s = watch(
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep_topics:
             delete_topics(kafka, topics.all())
     return {
-        **common_result(args, codes, per_worker, check), "offered_per_s": args.rate,
+        **common_result(args, codes, per_worker, check), "corpus": pool.facts(), "offered_per_s": args.rate,
         "producers": args.producers, "join_seconds": round(joined_s, 2),
         "producer_worst_lag_ms": round(worst_lag * 1000, 1), "received": len(latencies),
         "latency_ms": percentiles(latencies), "due_to_produced_ms": percentiles(to_produce),
@@ -201,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle-s", type=float, default=2.0,
                    help="also report the percentiles of the records due this many seconds or more after the first")
     p.add_argument("--drain-s", type=float, default=30.0, help="how long the watcher waits after the last send")
+    p.add_argument("--pool", type=int, default=10_000, help="distinct bodies made or read (then cycled)")
+    corpora.add_options(p)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of one run: ROUNDS pairs of runs, the workers' --warm-up-records 0 (no warm-up, "
                    "the baseline) then at the worker's default, with the percentiles of each pair")
     args = p.parse_args(argv)
+    corpora.check(p, args)
     if args.compare_partition_by:
         out = args.out or RESULTS / f"latency-partition-by-{platform.node() or 'host'}-{args.backend}.json"
         return paired_runs(args, run_and_print, _partition_pair, out, "partition_by", PARTITION_BY_PAIR,
@@ -241,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
 def run_and_print(args: argparse.Namespace) -> dict[str, Any]:
     """One run, its percentiles printed."""
     result = run(args)
-    print(f"{args.records:,} records offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage --backend "
-          f"{args.backend} --commit-overlap {args.commit_overlap} (batches of {args.batch_records}, "
+    body = result["corpus"].get("config", {}).get("corpus", "read")
+    print(f"{args.records:,} records ({body} corpus) offered at {args.rate:,.0f}/s to {args.workers} x gpu_stage "
+          f"--backend {args.backend} --commit-overlap {args.commit_overlap} (batches of {args.batch_records}, "
           f"{args.batch_wait_ms} ms): latency ms {result['latency_ms']} "
           f"(records due from {args.settle_s:g} s on: {result['latency_ms_after_settle']}); "
           f"(due -> produced by the worker {result['due_to_produced_ms']}, then -> visible "
