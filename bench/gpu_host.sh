@@ -4,9 +4,9 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
-out=${1:?usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|longest|trees|source|stalls|peers|all]}
+out=${1:?usage: bench/gpu_host.sh OUTDIR [MODE] (the modes: the Usage line at the top of the script)}
 what=${2:-all}
 mkdir -p "$out"
 status=0
@@ -199,19 +199,23 @@ if [ "$what" = trees ]; then
             >> "$out/gpu-trees-h200.log" 2>&1 || status=1
     done
 fi
-if [ "$what" = source ]; then
+if [ "$what" = source ] || [ "$what" = warp-source ]; then
     # Where pass 1's instructions and stalls are, by source line (kernels built with line information),
     # on one 100 k batch of the real-shaped corpus; the report's source page as CSV, CUDA lines and SASS.
-    real_corpus 300000 > "$out/ncu-source-h200.log" 2>&1
+    # source: a thread per body; warp-source: a warp per body (`--lane-order warp`), its files named -warp.
+    order=$([ "$what" = source ] && echo arrival || echo warp)
+    tag=$([ "$order" = arrival ] && echo source || echo source-warp)
+    real_corpus 300000 > "$out/ncu-$tag-h200.log" 2>&1
     step env GPU_STAGE_LANE_LINEINFO=1 ncu --clock-control none --kernel-name regex:measure --launch-skip 2 \
         --launch-count 1 --section SourceCounters --section WarpStateStats --section InstructionStats \
-        --import-source yes -f -o "$out/ncu-pass1-source" python -m bench.lane_timeline --corpus-in "$real_file" \
-        --records 300000 --serial --out "$out/lane-timeline-source-h200.json" >> "$out/ncu-source-h200.log" 2>&1
-    step ncu --import "$out/ncu-pass1-source.ncu-rep" --page source --csv --print-source cuda,sass \
-        > "$out/ncu-pass1-source-h200.csv" 2>> "$out/ncu-source-h200.log"
-    gzip -f "$out/ncu-pass1-source-h200.csv"
-    step python -m bench.ncu_source "$out/ncu-pass1-source-h200.csv.gz" --out "$out/ncu-pass1-source-h200.json" \
-        >> "$out/ncu-source-h200.log" 2>&1
+        --import-source yes -f -o "$out/ncu-pass1-$tag" python -m bench.lane_timeline --corpus-in "$real_file" \
+        --records 300000 --serial --lane-order "$order" --out "$out/lane-timeline-$tag-h200.json" \
+        >> "$out/ncu-$tag-h200.log" 2>&1
+    step ncu --import "$out/ncu-pass1-$tag.ncu-rep" --page source --csv --print-source cuda,sass \
+        > "$out/ncu-pass1-$tag-h200.csv" 2>> "$out/ncu-$tag-h200.log"
+    gzip -f "$out/ncu-pass1-$tag-h200.csv"
+    step python -m bench.ncu_source "$out/ncu-pass1-$tag-h200.csv.gz" --out "$out/ncu-pass1-$tag-h200.json" \
+        >> "$out/ncu-$tag-h200.log" 2>&1
 fi
 if [ "$what" = stalls ]; then
     # Why pass 1's warps wait (Nsight Compute: warp states, instruction and memory statistics), on one

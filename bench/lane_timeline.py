@@ -24,6 +24,7 @@ from bench import corpus
 from bench.backends import batches
 from bench.transform import add_lane_knobs, corpus_batches, lane_knob_values, lane_knobs, make_backend
 from gpu_stage.transform import PackedBatch
+from gpu_stage.transform.api import LANE_ORDERS
 
 
 @dataclass
@@ -175,9 +176,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the harness's corpus file (python -m bench --corpus-out) instead of generated bodies",
     )
     add_lane_knobs(p)
+    p.add_argument("--lane-order", choices=LANE_ORDERS, default=None,
+                   help="which body each thread of pass 1 takes (default: the lane's)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="write the steps and the summary as JSON here")
     args = p.parse_args(argv)
     backend: Any = make_backend("gpu", lane=lane_knobs(args))
+    if args.lane_order is not None:
+        backend.lane.executor.lane_order = args.lane_order
     timeline = Timeline(backend.lane.executor)
     raws = _raw_batches(args)
     packed = [PackedBatch.of(raw, backend.input_buffer) for raw in raws]
@@ -193,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "records": args.records, "batch_size": args.batch_size, "overlap": not args.serial,
         "corpus": str(args.corpus_in or "generated"),
-        **lane_knob_values(backend.lane.executor),
+        **lane_knob_values(backend.lane.executor), "lane_order": backend.lane.executor.lane_order,
         "records_per_s_with_timeline": round(args.records / seconds), "summary": summary(steps),
         "kernels": backend.lane.executor.kernel_resources(), "steps": [asdict(s) for s in steps],
     }  # fmt: skip
