@@ -193,3 +193,11 @@ def test_sizes_only_go_with_the_generated_corpus() -> None:
     corpora.check(p, p.parse_args(["--corpus", "generated", "--sizes", "1024:1"]))
     with pytest.raises(SystemExit):
         corpora.check(p, p.parse_args(["--sizes", "1024:1"]))
+
+
+def test_the_latency_benchmark_checks_the_corpus_options_before_any_broker() -> None:
+    from bench import e2e_latency
+
+    with pytest.raises(SystemExit) as refused:
+        e2e_latency.main(["--bootstrap", "127.0.0.1:1", "--sizes", "1024:1"])
+    assert refused.value.code == 2
