@@ -88,8 +88,9 @@ def parser() -> argparse.ArgumentParser:
         "--lane-orders",
         type=_lane_orders,
         default=[_default_lane_order()],
-        help="the device lane's thread orders to run the gpu backend in, each an engine of its own: arrival "
-        "(as they come) and/or length (bodies of like length side by side in a warp); an order other than "
+        help="the device lane's thread orders to run the gpu backend in, each an engine of its own, comma "
+        "separated: arrival (as they come), length (bodies of like length side by side in a warp), warp (in "
+        "pass 1 a warp per body); an order other than "
         f"the lane's default ({_default_lane_order()}) ends its engines' names, e.g. gpu_stage-gpu-packed-length",
     )
     add_lane_knobs(p)

@@ -134,18 +134,19 @@ if [ "$what" = real ]; then
 fi
 if [ "$what" = warp-prep ]; then
     # What the warp modes need, made once per host so that each of them fits one call: the real-shaped
-    # corpus, and the four kernels of the two lane orders (each pass a thread or a warp per row) compiled
-    # into the kernel cache by a small batch through each.
+    # corpus, and the kernels of the three lane orders (each pass a thread or a warp per row; rows by
+    # length) compiled into the kernel cache by a small batch through each.
     real_corpus 1000000 > "$out/gpu-warp-prep-h200.log" 2>&1
     step python -c "from gpu_stage import synth; from gpu_stage.transform import TransformSettings
 from gpu_stage.transform.gpu import GpuBackend
-for order, write_warp in (('arrival', 0), ('warp', 1)):
+for order, write_warp in (('arrival', 0), ('length', 0), ('warp', 1)):
     backend = GpuBackend(TransformSettings(lane_order=order))
     backend.lane.executor.write_warp = write_warp
     backend.parse(synth.batch(synth.bodies(256)))" >> "$out/gpu-warp-prep-h200.log" 2>&1
 fi
 if [ "$what" = warp ] || [ "$what" = warp-1k ]; then
-    # A warp per body in pass 1 (`--lane-order warp`) against a thread per body (`arrival`) in one run, then
+    # A warp per body in pass 1 (`--lane-order warp`) against a thread per body, the rows as they came
+    # (`arrival`) and sorted by body length (`length`: a warp's bodies end together), in one run, then
     # pass 2 a warp per body too (`--write-warp 1`): 1 M real-shaped bodies (warp), or 1 M generated ~1 KB
     # bodies (warp-1k); the device lane alone, 100 k packed batches. warp also runs the warp build capped
     # at 128 registers per thread (it takes 142 by ptxas 12.9 for sm_90, the one-thread build 125), so that
@@ -156,7 +157,7 @@ if [ "$what" = warp ] || [ "$what" = warp-1k ]; then
     else
         input=(--corpus generated --sizes 1024:1) name=1k
     fi
-    step python -m bench --records 1000000 "${input[@]}" --lane-orders arrival,warp "${lane_only[@]}" \
+    step python -m bench --records 1000000 "${input[@]}" --lane-orders arrival,length,warp "${lane_only[@]}" \
         --out "$out/bench-$name-warp-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
     step python -m bench --records 1000000 "${input[@]}" --lane-orders warp --write-warp 1 "${lane_only[@]}" \
         --out "$out/bench-$name-warp-write-h200.json" >> "$out/gpu-warp-h200.log" 2>&1
