@@ -170,7 +170,9 @@ def atomic_add(array, i, value):
 # lane's share and the warp's ballots. A lane's piece decodes to at most 4 bytes (3 bits), so the
 # warp's sum of them, and each lane's sum of those below it (where a copy writes), are three ballots
 # and their bit counts: independent of each other, unlike a chain of shuffles. Masks are int64 (a
-# ballot is uint32).
+# ballot is uint32). A copy ends with the warp's barrier: after it every lane reads the text that the
+# other lanes wrote (pass 1 decodes in place, then walks the decoded content), and only a barrier
+# orders those writes before the reads (a ballot synchronizes the lanes, not their memory).
 _WARP_FUNCTIONS = (
     "lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes", "first_bit",
 )  # fmt: skip
@@ -221,10 +223,12 @@ def warp_copy(b, p, e, stop, starts, covered, out, q, limit):
     below, total = lane_sums(width, lane)
     if width > 0 and q + below < limit:
         lane_put(out, q + below, width, value, escaped)
+    cuda.syncwarp(FULL)
     return min(q + total, limit)
 
 
 def warp_copy_bytes(src, s, out, q, n):
     for k in range(cuda.laneid, n, 32):
         out[q + k] = src[s + k]
+    cuda.syncwarp(FULL)
 """
