@@ -174,7 +174,8 @@ def atomic_add(array, i, value):
 # other lanes wrote (pass 1 decodes in place, then walks the decoded content), and only a barrier
 # orders those writes before the reads (a ballot synchronizes the lanes, not their memory).
 _WARP_FUNCTIONS = (
-    "lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes", "first_bit",
+    "lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes", "warp_spaces",
+    "first_bit",
 )  # fmt: skip
 _WARP_SOURCE = """
 from numba import cuda, int64
@@ -231,4 +232,9 @@ def warp_copy_bytes(src, s, out, q, n):
     for k in range(cuda.laneid, n, 32):
         out[q + k] = src[s + k]
     cuda.syncwarp(FULL)
+
+
+def warp_spaces(b, p, e):
+    k = p + cuda.laneid
+    return int64(cuda.ballot_sync(FULL, k < e and is_ws(b[k])))
 """

@@ -32,6 +32,7 @@ LANE_STEPS: bool = globals().get("LANE_STEPS", False)
 at a time (:mod:`gpu_stage.transform.device.warp`, whose functions these two names are then)."""
 scan_string_steps: Any = globals().get("scan_string_steps")
 copy_string_steps: Any = globals().get("copy_string_steps")
+skip_ws_steps: Any = globals().get("skip_ws_steps")
 
 QUOTE = 34
 BSLASH = 92
@@ -51,8 +52,19 @@ MAX_EXACT = 9007199254740992  # 2**53
 
 
 @jit
+def is_ws(c):
+    """Whether byte ``c`` is JSON whitespace."""
+    return c == 32 or c == 9 or c == 10 or c == 13
+
+
+@jit
 def skip_ws(b, p, e):
-    """First position at or after ``p`` that is not JSON whitespace."""
+    """First position at or after ``p`` that is not JSON whitespace.
+
+    The ``warp`` build reads a run of whitespace 32 bytes a step (indented JSON has long ones).
+    """
+    if LANE_STEPS:
+        return skip_ws_steps(b, p + 1, e) if p < e and is_ws(b[p]) else p
     while p < e:
         c = b[p]
         if c == 32 or c == 9 or c == 10 or c == 13:

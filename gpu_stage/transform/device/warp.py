@@ -39,6 +39,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         BSLASH,
         QUOTE,
         escape_code,
+        is_ws,
         put_code,
         utf8_len,
         utf8_width,
@@ -55,6 +56,8 @@ LANES = 32
 """Threads of a warp, and bytes of a string step."""
 NO_STOP = LANES
 """:func:`string_step`'s stop when the step holds no closing quote."""
+ALL_LANES = (1 << LANES) - 1
+"""A step's mask with every lane's bit set."""
 
 
 @jit
@@ -212,6 +215,17 @@ def marks_by_lanes(b, p, e):
 
 
 @jit
+def spaces_by_lanes(b, p, e):
+    """The step's JSON whitespace bytes, a bit per lane; none past the end (a ballot on the device)."""
+    spaces = 0
+    for lane in range(LANES):
+        k = p + lane
+        if k < e and is_ws(b[k]):
+            spaces |= 1 << lane
+    return spaces
+
+
+@jit
 def odd_byte(c):
     """Whether byte ``c`` is a control byte (invalid in a string) or part of a UTF-8 sequence."""
     return c < 0x20 or c >= 0x80
@@ -262,6 +276,7 @@ if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels
     warp_widths = widths_by_lanes
     warp_copy = copy_by_lanes
     warp_copy_bytes = copy_bytes_by_lanes
+    warp_spaces = spaces_by_lanes
     first_bit = bit_index
 
 
@@ -286,6 +301,17 @@ def scan_string_steps(b, p, e, allow_escapes):
             return p + stop + 1, n
         p = after
     return -1, 0
+
+
+@jit
+def skip_ws_steps(b, p, e):
+    """:func:`gpu_stage.transform.device.scan.skip_ws` 32 bytes a step: the first byte not whitespace, or ``e``."""
+    while p < e:
+        spaces = warp_spaces(b, p, e)
+        if spaces != ALL_LANES:  # a lane past the end counts as not whitespace, so the result is at most e
+            return p + first_bit(~spaces & ALL_LANES)
+        p += LANES
+    return e
 
 
 @jit

@@ -95,6 +95,18 @@ def test_every_two_pieces_side_by_side_about_a_steps_end() -> None:
                 _same_copy(text, end)
 
 
+def test_whitespace_skips_as_a_byte_at_a_time() -> None:
+    """Runs of every whitespace byte and of every length about a step's end, then a byte or the end."""
+    for run, fill in itertools.product(range(70), (b" ", b"\n", b"\t", b"\r", b" \r\n\t")):
+        text = b"x" + (fill * run)[:run] + b"}"
+        b = _array(text)
+        for end in (len(b), len(b) - 1):
+            for p in (0, 1, 2, end):
+                got = WARP.skip_ws(b, p, end)
+                assert got == ONE.skip_ws(b, p, end), (run, fill, p, end)
+        assert WARP.skip_ws(b, 1, len(b)) == 1 + run
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     parts=st.lists(st.one_of(st.sampled_from(PIECES), st.integers(1, 40).map(lambda n: b"x" * n)), max_size=24),
