@@ -190,13 +190,15 @@ if [ "$what" = trees ]; then
     # other on one host: LANE_TREES lists NAME=DIR pairs, each DIR holding a revision's gpu_stage/
     # (e.g. from `git archive REV gpu_stage | tar -x -C DIR`); the rest comes from this checkout.
     # `python -m` puts the current folder first on sys.path, so each run starts from inside its DIR.
+    # TREE_LANE_ORDERS (default: the lane's own) is each run's --lane-orders, e.g. warp.
     real_corpus 1000000 > "$out/gpu-trees-h200.log" 2>&1
+    orders=(); [ -n "${TREE_LANE_ORDERS:-}" ] && orders=(--lane-orders "$TREE_LANE_ORDERS")
     here=$(pwd)
     for tree in ${LANE_TREES:?LANE_TREES=NAME=DIR ... names the trees}; do
         name=${tree%%=*} dir=$(cd "${tree#*=}" && pwd)
         echo "== $name: the device lane from $dir" >&2
         (cd "$dir" && PYTHONPATH="$dir:$here:${PYTHONPATH:-}" python -m bench --records 1000000 \
-            --corpus-in "$real_file" "${lane_only[@]}" --out "$out/bench-real-tree-$name-h200.json") \
+            --corpus-in "$real_file" "${lane_only[@]}" "${orders[@]}" --out "$out/bench-real-tree-$name-h200.json") \
             >> "$out/gpu-trees-h200.log" 2>&1 || status=1
     done
 fi
