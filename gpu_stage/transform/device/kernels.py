@@ -169,13 +169,13 @@ def atomic_add(array, i, value):
 # parts of a string step that :mod:`gpu_stage.transform.device.warp` writes lane by lane, here one
 # lane's share and the warp's ballots. A lane's piece decodes to at most 4 bytes (3 bits), so the
 # warp's sum of them, and each lane's sum of those below it (where a copy writes), are three ballots
-# and their bit counts: independent of each other, unlike a chain of shuffles. Masks are int64 (a
-# ballot is uint32). A copy ends with the warp's barrier: after it every lane reads the text that the
-# other lanes wrote (pass 1 decodes in place, then walks the decoded content), and only a barrier
+# and their bit counts: independent of each other, unlike a chain of shuffles. Masks are int64, a
+# ballot made unsigned (32 bits). A copy ends with the warp's barrier: after it every lane reads the
+# text that the other lanes wrote (pass 1 decodes in place, then walks the decoded content), and only a barrier
 # orders those writes before the reads (a ballot synchronizes the lanes, not their memory).
 _WARP_FUNCTIONS = (
-    "lane_start", "lane_step", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes", "warp_spaces",
-    "first_bit",
+    "lane_start", "lane_step", "ballot", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes",
+    "warp_spaces", "first_bit",
 )  # fmt: skip
 _WARP_SOURCE = """
 from numba import cuda, int64
@@ -191,22 +191,27 @@ def lane_step():
     return cuda.gridsize(1) // 32
 
 
+def ballot(predicate):
+    # numba's ballot_sync is a signed int32: lane 31's bit would sign-extend into bits 32-63.
+    return int64(cuda.ballot_sync(FULL, predicate)) & 0xFFFFFFFF
+
+
 def first_bit(mask):
     return cuda.popc((mask & -mask) - 1)
 
 
 def warp_marks(b, p, e):
     c = lane_byte(b, p, e, cuda.laneid)
-    quotes = int64(cuda.ballot_sync(FULL, c == 34))
-    slashes = int64(cuda.ballot_sync(FULL, c == 92))
-    return quotes, slashes, int64(cuda.ballot_sync(FULL, odd_byte(c)))
+    quotes = ballot(c == 34)
+    slashes = ballot(c == 92)
+    return quotes, slashes, ballot(odd_byte(c))
 
 
 def lane_sums(width, lane):
     below = 0
     total = 0
     for k in (0, 1, 2):
-        bits = int64(cuda.ballot_sync(FULL, ((width >> k) & 1) != 0))
+        bits = ballot(((width >> k) & 1) != 0)
         below += cuda.popc(bits & ((1 << lane) - 1)) << k
         total += cuda.popc(bits) << k
     return below, total
@@ -236,5 +241,5 @@ def warp_copy_bytes(src, s, out, q, n):
 
 def warp_spaces(b, p, e):
     k = p + cuda.laneid
-    return int64(cuda.ballot_sync(FULL, k < e and is_ws(b[k])))
+    return ballot(k < e and is_ws(b[k]))
 """

@@ -203,3 +203,12 @@ def test_the_cuda_warp_build_replaces_each_lane_by_lane_part() -> None:
     for name in ("warp_marks", "warp_widths", "warp_copy", "first_bit"):
         assert name in kernels._WARP_FUNCTIONS and callable(getattr(warp, name)), name
     assert "warp.py" in kernels._SOURCES and kernels._SOURCES.index("warp.py") < kernels._SOURCES.index("walk.py")
+
+
+def test_the_cuda_warp_builds_masks_are_32_bits() -> None:
+    """numba's ``ballot_sync`` is a signed int32: every ballot goes through ``ballot``, which masks it to 32 bits."""
+    from gpu_stage.transform.device import kernels
+
+    source = kernels._WARP_SOURCE
+    assert "& 0xFFFFFFFF" in source[source.index("def ballot(") :].split("\ndef ")[0]
+    assert source.count("cuda.ballot_sync(") == 2  # ballot's own, and warp_widths' test of any bit
