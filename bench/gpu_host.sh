@@ -4,7 +4,7 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|outline|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
 out=${1:?usage: bench/gpu_host.sh OUTDIR [MODE] (the modes: the Usage line at the top of the script)}
 what=${2:-all}
@@ -232,6 +232,22 @@ if [ "$what" = stalls ]; then
         step ncu --clock-control none --kernel-name regex:measure --launch-skip 2 --launch-count 1 "${sections[@]}" --csv --page details \
             python -m bench.lane_timeline "${input[@]}" --records 300000 --serial \
             --out "$out/lane-timeline-ncu-$corpus-h200.json" > "$out/ncu-pass1-$corpus-h200.csv" 2>> "$out/ncu-pass1-h200.log"
+    done
+fi
+if [ "$what" = outline ]; then
+    # The lane's heavy device functions called instead of inlined (GPU_STAGE_LANE_OUTLINE; smaller kernels,
+    # calls and a stack frame instead) against all inlined, one process each, inlined first and last:
+    # 1 M real-shaped bodies, the device lane alone, 100 k packed batches; the timelines' JSON hold
+    # the kernels' code bytes, registers and local bytes per thread. OUTLINE names the functions.
+    real_corpus 1000000 > "$out/gpu-outline-h200.log" 2>&1
+    outline=${OUTLINE:-scan_string,skip_value,scan_number,escape_code,member}
+    run=0
+    for names in "" "$outline" ""; do
+        run=$((run + 1))
+        step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records 1000000 --corpus-in "$real_file" \
+            "${lane_only[@]}" --out "$out/bench-real-outline-$run-h200.json" >> "$out/gpu-outline-h200.log" 2>&1
+        [ "$run" = 3 ] || step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench.lane_timeline --corpus-in "$real_file" \
+            --records 300000 --out "$out/lane-timeline-outline-$run-h200.json" >> "$out/gpu-outline-h200.log" 2>&1
     done
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then

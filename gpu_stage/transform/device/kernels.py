@@ -27,6 +27,12 @@ _HERE = Path(__file__).parent
 LINEINFO_ENV = "GPU_STAGE_LANE_LINEINFO"
 """Set to 1, the CUDA kernels carry source line information (for a profiler's per-line figures);
 the code is the same, and it is cached apart."""
+OUTLINE_ENV = "GPU_STAGE_LANE_OUTLINE"
+"""A comma list of the lane's device functions that the CUDA kernels call instead of inlining
+(e.g. ``scan_string,skip_value,scan_number,escape_code,member``). Inlined at every call site, pass 1's
+kernel holds over 2 MB of machine code, more than an SM's instruction caches; out of line it is
+smaller, at the cost of calls and a stack frame. Which is faster is measured (``bench/gpu_host.sh OUT
+outline``); the output is the same, and it is cached apart."""
 TARGETS = ("cpu", "cuda", "cpu-warp", "cuda-warp")
 """``cpu`` (numba.njit) and ``cuda`` (numba.cuda): one thread per body. ``cuda-warp``: a warp per body,
 strings read by its 32 threads together (:mod:`gpu_stage.transform.device.warp`); ``cpu-warp``: the same code on
@@ -72,6 +78,7 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
         else:
             cuda: Any = importlib.import_module("numba.cuda")
             lines = {"lineinfo": True} if _lineinfo() else {}
+            _keep_out_of_line(ns["__name__"], _outline())
             # Kernels are cached whole (their device functions are compiled into them).
             kernel = cuda.jit(cache=True, **lines) if folder is not None else cuda.jit(**lines)
             ns.update(jit=cuda.jit(device=True, **lines), kernel=kernel)
@@ -99,7 +106,8 @@ def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
     import numba
 
     digest = hashlib.sha256()
-    for part in (target, _lineinfo(), numba.__version__, sys.version, *(_HERE / s for s in (*_SOURCES, "kernels.py"))):
+    sources = (_HERE / s for s in (*_SOURCES, "kernels.py"))
+    for part in (target, _lineinfo(), _outline(), numba.__version__, sys.version, *sources):
         digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
     key = digest.hexdigest()[:16]
     folder = cache / f"lane-{target}-{key}"
@@ -129,6 +137,59 @@ def _numba_cache_dir(folder: Path | None) -> Iterator[None]:
 def _lineinfo() -> bool:
     """Whether the CUDA kernels are built with source line information (:data:`LINEINFO_ENV`)."""
     return os.environ.get(LINEINFO_ENV) == "1"
+
+
+def _outline() -> tuple[str, ...]:
+    """The device functions named by :data:`OUTLINE_ENV`, each one of the lane's; an unknown name is a ConfigError."""
+    names = tuple(sorted({n.strip() for n in os.environ.get(OUTLINE_ENV, "").split(",") if n.strip()}))
+    known = _device_function_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        msg = f"{OUTLINE_ENV}: {', '.join(unknown)} not among the lane's device functions ({', '.join(sorted(known))})"
+        raise ConfigError(msg)
+    return names
+
+
+@functools.cache
+def _device_function_names() -> frozenset[str]:
+    """Every function the lane's sources define (the candidates for :data:`OUTLINE_ENV`)."""
+    import ast
+
+    names = set(_WARP_FUNCTIONS)
+    for source in _SOURCES:
+        tree = ast.parse((_HERE / source).read_text(encoding="utf-8"))
+        names.update(node.name for node in tree.body if isinstance(node, ast.FunctionDef))
+    return frozenset(names)
+
+
+_OUT_OF_LINE: dict[str, frozenset[str]] = {}
+"""Module name of a compiled lane → the functions of it that are lowered with LLVM's ``noinline``."""
+
+
+def _keep_out_of_line(module: str, names: tuple[str, ...]) -> None:
+    """Have numba-cuda lower ``names`` of ``module`` as called functions, not inlined ones.
+
+    numba-cuda has no option for this (only ``forceinline``), so its CUDA lowering's ``pre_lower`` is
+    wrapped, once per process, to add the attribute to the functions listed in :data:`_OUT_OF_LINE`;
+    every other function is lowered as before.
+    """
+    if not names:
+        return
+    lowering: Any = importlib.import_module("numba.cuda.lowering")
+    _OUT_OF_LINE[module] = frozenset(names)
+    lower = lowering.CUDALower
+    if getattr(lower.pre_lower, "_lane_out_of_line", False):
+        return
+    before = lower.pre_lower
+
+    def pre_lower(self: Any) -> None:
+        before(self)
+        attributes = self.builder.function.attributes
+        if self.fndesc.qualname in _OUT_OF_LINE.get(self.fndesc.modname, ()) and "alwaysinline" not in attributes:
+            attributes.add("noinline")
+
+    pre_lower._lane_out_of_line = True  # type: ignore[attr-defined]
+    lower.pre_lower = pre_lower
 
 
 def _zero() -> int:

@@ -172,6 +172,7 @@ def kernel_resources(launch: DirectLaunch, threads: int) -> dict[str, int | None
         return {
             "threads_per_block": threads,
             "registers_per_thread": int(kernel.regs_per_thread),
+            "code_bytes": _code_bytes(kernel),
             "local_bytes_per_thread": int(kernel.local_mem_per_thread),
             "shared_bytes_per_block": int(kernel.shared_mem_per_block),
             "max_threads_per_block": int(kernel.max_threads_per_block),
@@ -183,6 +184,17 @@ def kernel_resources(launch: DirectLaunch, threads: int) -> dict[str, int | None
     except (AttributeError, ImportError, TypeError) as exc:
         log.info("no resources for kernel %s: %s", getattr(kernel, "entry_name", "?"), exc)
         return None
+
+
+def _code_bytes(kernel: Any) -> int | None:
+    """Bytes of the kernel's machine code (its cubin) as built, or None where numba-cuda holds none.
+
+    A kernel larger than an SM's instruction caches stalls on fetching instructions; read from the
+    built cubin only, never compiled anew for this.
+    """
+    built = getattr(getattr(kernel, "_codelibrary", None), "_cubin_cache", None) or {}
+    cubin = next(iter(built.values()), None)
+    return None if cubin is None else len(cubin)
 
 
 def _device_attribute(device: Any, name: str, per: int = 1) -> int | None:
