@@ -236,18 +236,23 @@ if [ "$what" = stalls ]; then
 fi
 if [ "$what" = outline ]; then
     # The lane's heavy device functions called instead of inlined (GPU_STAGE_LANE_OUTLINE; smaller kernels,
-    # calls and a stack frame instead) against all inlined, one process each, inlined first and last:
-    # 1 M real-shaped bodies, the device lane alone, 100 k packed batches; the timelines' JSON hold
-    # the kernels' code bytes, registers and local bytes per thread. OUTLINE names the functions.
+    # calls and a stack frame instead) against all inlined, one process each, inlined first and last;
+    # outlined also with pass 1 capped at 128 registers per thread (outlined it takes 142-158, which
+    # keeps 3 blocks of 128 threads resident per SM instead of 4): 1 M real-shaped bodies, the device lane
+    # alone, 100 k packed batches; the timelines' JSON hold the kernels' code bytes, registers and local
+    # bytes per thread. OUTLINE names the functions.
     real_corpus 1000000 > "$out/gpu-outline-h200.log" 2>&1
     outline=${OUTLINE:-scan_string,skip_value,scan_number,escape_code,member}
     run=0
-    for names in "" "$outline" ""; do
+    for variant in inlined outlined outlined-128 inlined; do
         run=$((run + 1))
+        names=$([ "${variant%-128}" = outlined ] && echo "$outline" || true)
+        cap=(); [ "$variant" = outlined-128 ] && cap=(--measure-registers 128)
         step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records 1000000 --corpus-in "$real_file" \
-            "${lane_only[@]}" --out "$out/bench-real-outline-$run-h200.json" >> "$out/gpu-outline-h200.log" 2>&1
-        [ "$run" = 3 ] || step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench.lane_timeline --corpus-in "$real_file" \
-            --records 300000 --out "$out/lane-timeline-outline-$run-h200.json" >> "$out/gpu-outline-h200.log" 2>&1
+            "${lane_only[@]}" "${cap[@]}" --out "$out/bench-real-outline-$run-$variant-h200.json" \
+            >> "$out/gpu-outline-h200.log" 2>&1
+        [ "$run" = 4 ] || step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench.lane_timeline --corpus-in "$real_file" \
+            --records 300000 "${cap[@]}" --out "$out/lane-timeline-outline-$run-$variant-h200.json" >> "$out/gpu-outline-h200.log" 2>&1
     done
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
