@@ -235,24 +235,27 @@ if [ "$what" = stalls ]; then
     done
 fi
 if [ "$what" = outline ]; then
-    # The lane's heavy device functions called instead of inlined (GPU_STAGE_LANE_OUTLINE; smaller kernels,
-    # calls and a stack frame instead) against all inlined, one process each, inlined first and last;
-    # outlined also with pass 1 capped at 128 registers per thread (outlined it takes 142-158, which
-    # keeps 3 blocks of 128 threads resident per SM instead of 4): 1 M real-shaped bodies, the device lane
-    # alone, 100 k packed batches; the timelines' JSON hold the kernels' code bytes, registers and local
-    # bytes per thread. OUTLINE names the functions.
+    # The lane's heavy device functions called instead of inlined (GPU_STAGE_LANE_OUTLINE: smaller kernels,
+    # calls and a stack frame instead) against all inlined, one process each, inlined first and last:
+    # 1 M real-shaped bodies, the device lane alone, 100 k packed batches; the timelines' JSON hold the
+    # kernels' code bytes, registers and local bytes per thread. OUTLINES lists the sets of names (each a
+    # comma list). Compiled for sm_90, pass 1 is 2.26 MB of code with 125 registers inlined; 1.10 MB
+    # and 116 with the first default set; 0.72 MB and 142 with the second. OUTLINE_REGISTERS caps pass 1's
+    # registers per thread in the outlined runs (e.g. 128, so that 4 blocks of 128 threads stay resident).
     real_corpus 1000000 > "$out/gpu-outline-h200.log" 2>&1
-    outline=${OUTLINE:-scan_string,skip_value,scan_number,escape_code,member}
+    sets=${OUTLINES:-scan_string,skip_value scan_string,skip_value,scan_number,escape_code,member}
+    cap=(); [ -n "${OUTLINE_REGISTERS:-}" ] && cap=(--measure-registers "$OUTLINE_REGISTERS")
     run=0
-    for variant in inlined outlined outlined-128 inlined; do
+    for names in "" $sets ""; do
         run=$((run + 1))
-        names=$([ "${variant%-128}" = outlined ] && echo "$outline" || true)
-        cap=(); [ "$variant" = outlined-128 ] && cap=(--measure-registers 128)
+        knobs=(); [ -n "$names" ] && knobs=("${cap[@]}")
+        label=$([ -n "$names" ] && echo "outlined-$(echo "$names" | tr -cd , | wc -c | awk '{print $1 + 1}')" || echo inlined)
         step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records 1000000 --corpus-in "$real_file" \
-            "${lane_only[@]}" "${cap[@]}" --out "$out/bench-real-outline-$run-$variant-h200.json" \
+            "${lane_only[@]}" "${knobs[@]}" --out "$out/bench-real-outline-$run-$label-h200.json" \
             >> "$out/gpu-outline-h200.log" 2>&1
-        [ "$run" = 4 ] || step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench.lane_timeline --corpus-in "$real_file" \
-            --records 300000 "${cap[@]}" --out "$out/lane-timeline-outline-$run-$variant-h200.json" >> "$out/gpu-outline-h200.log" 2>&1
+        step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench.lane_timeline --corpus-in "$real_file" \
+            --records 300000 "${knobs[@]}" --out "$out/lane-timeline-outline-$run-$label-h200.json" \
+            >> "$out/gpu-outline-h200.log" 2>&1
     done
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
