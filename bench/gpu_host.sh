@@ -4,7 +4,7 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|outline|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|outline|candidates|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
 out=${1:?usage: bench/gpu_host.sh OUTDIR [MODE] (the modes: the Usage line at the top of the script)}
 what=${2:-all}
@@ -67,8 +67,9 @@ if [ "$what" = timeline ]; then
 fi
 corpus_file=${CORPUS_FILE:-/tmp/bench-corpus-1k.bin}
 lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)  # the device lane alone
+real_file_of() { echo "${REAL_CORPUS_FILE:-/tmp/bench-corpus-real-$1.bin}"; }
 real_corpus() {  # the real-shaped corpus of $1 bodies in real_file, named by its count, made once per host
-    real_file=${REAL_CORPUS_FILE:-/tmp/bench-corpus-real-$1.bin}
+    real_file=$(real_file_of "$1")
     [ -s "$real_file" ] || step python -c "import sys; from pathlib import Path; from bench import corpus, real_corpus
 corpus.write(real_corpus.generate(int(sys.argv[1])), Path(sys.argv[2]))" "$1" "$real_file"
 }
@@ -256,6 +257,43 @@ if [ "$what" = outline ]; then
         step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench.lane_timeline --corpus-in "$real_file" \
             --records 300000 "${knobs[@]}" --out "$out/lane-timeline-outline-$run-$label-h200.json" \
             >> "$out/gpu-outline-h200.log" 2>&1
+    done
+fi
+if [ "$what" = candidates ]; then
+    # Every candidate build of the device lane in one call: CANDIDATES lists ORDER:NAMES pairs (a lane
+    # order, then the device functions kept out of line, GPU_STAGE_LANE_OUTLINE; none for the inlined
+    # build). Each distinct build is compiled into the kernel cache first, all in parallel with the
+    # corpus (a cold build takes 1-3 min, mostly one core each); then each pair runs in turn on
+    # RECORDS real-shaped bodies, the device lane alone, 100 k packed batches. The first pair is the
+    # baseline and comes back last, so that a drift of the host shows. Each run writes its JSON as it ends.
+    cands=${CANDIDATES:-arrival: warp: arrival:scan_string,skip_value \
+arrival:scan_string,skip_value,scan_number,escape_code,member warp:scan_string,skip_value,scan_number,escape_code,member}
+    first=${cands%% *}
+    log="$out/gpu-candidates-h200.log"
+    real_corpus "${RECORDS:-1000000}" > "$log" 2>&1 &  # in a subshell: real_file is named here too
+    real_file=$(real_file_of "${RECORDS:-1000000}")
+    builds=0
+    for cand in $(printf '%s\n' $cands | sort -u); do
+        builds=$((builds + 1))
+        GPU_STAGE_LANE_OUTLINE="${cand#*:}" python -c "import sys, time
+from gpu_stage import synth
+from gpu_stage.transform import TransformSettings
+from gpu_stage.transform.gpu import GpuBackend
+started = time.perf_counter()
+GpuBackend(TransformSettings(lane_order=sys.argv[1])).parse(synth.batch(synth.bodies(256)))
+print(f'built {sys.argv[1]}:{sys.argv[2]} in {time.perf_counter() - started:.0f} s')" "${cand%%:*}" "${cand#*:}" \
+            > "$out/gpu-candidates-build-$builds-h200.log" 2>&1 &
+    done
+    wait
+    cat "$out"/gpu-candidates-build-*-h200.log >> "$log"
+    [ -s "$real_file" ] || { echo "no corpus in $real_file" >> "$log"; exit 1; }
+    run=0
+    for cand in $cands $first; do
+        run=$((run + 1)) order=${cand%%:*} names=${cand#*:}
+        label=$order-$([ -n "$names" ] && echo "outlined-$(echo "$names" | tr -cd , | wc -c | awk '{print $1 + 1}')" || echo inlined)
+        step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records "${RECORDS:-1000000}" \
+            --corpus-in "$real_file" --lane-orders "$order" "${lane_only[@]}" \
+            --out "$out/bench-real-candidate-$run-$label-h200.json" >> "$log" 2>&1
     done
 fi
 if [ "$what" = peers ] || [ "$what" = all ]; then
