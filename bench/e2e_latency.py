@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cpu.stop()
             watched_until = time.time()
             worst_lag = max(lags.get(timeout=120))
-        codes = finish_workers(kafka, group, topics.raw, procs, args.drain_s, end_marker=False)
+        codes = finish_workers(kafka, group, topics.raw, procs, args.drain_s, records=args.records, end_marker=False)
         per_worker = summaries(topics.logs, args.workers)
         check = check_keys(kafka, topics.typed, topics.dlq, args.records)
     finally:

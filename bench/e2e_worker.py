@@ -200,7 +200,7 @@ def worker_tree(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def finish_workers(
-    kafka: KafkaSettings, group: str, raw: str, procs: list[Any], timeout_s: float, *, end_marker: bool
+    kafka: KafkaSettings, group: str, raw: str, procs: list[Any], timeout_s: float, *, records: int, end_marker: bool
 ) -> list[int]:
     """Wait until ``group`` has committed the end of every ``raw`` partition, then stop the workers; exit codes.
 
@@ -210,8 +210,8 @@ def finish_workers(
     is typed or dead-lettered. A worker that exits on its own ends the wait too (its exit code tells).
     """
     slack = 1 if end_marker else 0
-    ends = {(raw, p): end for p, end in end_offsets(kafka, raw).items()}
     deadline = time.monotonic() + timeout_s
+    ends = visible_ends(kafka, raw, records, slack, deadline)
     while time.monotonic() < deadline and all(proc.poll() is None for proc, _ in procs):
         committed = group_offsets(kafka, group)
         if all(committed.get(tp, -1) >= end - slack for tp, end in ends.items()):
@@ -222,6 +222,21 @@ def finish_workers(
             log.warning("group %s did not commit the whole input in %.0fs: stopping its workers", group, timeout_s)
     stop_workers(procs)
     return [proc.returncode for proc, _ in procs]
+
+
+def visible_ends(kafka: KafkaSettings, raw: str, records: int, markers: int, deadline: float) -> dict[Any, int]:
+    """The end offset of every ``raw`` partition once they take in all ``records`` (or at ``deadline``).
+
+    A transaction's commit returns before the broker has written its markers, and until a
+    partition's marker is written its ``read_committed`` end offset stops before the transaction's
+    records: taken that early, the ends would say that the workers were done before they began.
+    ``markers``: the offsets per partition that hold no record (1 for a load's commit marker).
+    """
+    while True:
+        ends = {(raw, p): end for p, end in end_offsets(kafka, raw).items()}
+        if sum(ends.values()) - markers * len(ends) >= records or time.monotonic() >= deadline:
+            return ends
+        time.sleep(0.1)
 
 
 def stop_workers(procs: list[Any]) -> None:
@@ -384,7 +399,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cpu.start()
         load.commit()
         started = time.time()
-        codes = finish_workers(kafka, group, topics.raw, procs, args.finish_timeout_s, end_marker=True)
+        codes = finish_workers(
+            kafka, group, topics.raw, procs, args.finish_timeout_s, records=args.records, end_marker=True
+        )
         if profiler is not None:  # it writes its file once worker 0 has exited
             log.info("py-spy exited %s: %s", profiler.wait(timeout=120), topics.logs / PROFILE_FILE)
         wall = time.time() - started

@@ -1,4 +1,5 @@
-"""bench.profile_summary on a hand-made profile; what --consumer-config and --worker-tree do to the workers."""
+"""bench.profile_summary on a hand-made profile; what --consumer-config and --worker-tree do to the workers;
+when the broker runs take the raw topic's end offsets."""
 
 from __future__ import annotations
 
@@ -78,3 +79,17 @@ def test_a_worker_tree_is_the_workers_directory_and_first_on_their_path(
     assert "cwd" not in started[0] and "env" not in started[0]
     assert started[1]["cwd"] == str(tmp_path.resolve())
     assert started[1]["env"]["PYTHONPATH"] == f"{tmp_path.resolve()}:/elsewhere"
+
+
+def test_end_offsets_are_waited_for_until_the_committed_load_shows(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Just after a commit returns, a partition whose marker is not written yet ends at 0.
+    answers = iter([{0: 0, 1: 0}, {0: 6, 1: 0}, {0: 6, 1: 5}])
+    monkeypatch.setattr("bench.e2e_worker.end_offsets", lambda _kafka, _topic: next(answers))
+    monkeypatch.setattr("bench.e2e_worker.time.sleep", lambda _s: None)
+    ends = e2e_worker.visible_ends(None, "raw", records=9, markers=1, deadline=float("inf"))  # type: ignore[arg-type]
+    assert ends == {("raw", 0): 6, ("raw", 1): 5}
+
+
+def test_end_offsets_are_taken_as_they_are_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bench.e2e_worker.end_offsets", lambda _kafka, _topic: {0: 3})
+    assert e2e_worker.visible_ends(None, "raw", records=9, markers=0, deadline=0.0) == {("raw", 0): 3}  # type: ignore[arg-type]
