@@ -28,7 +28,7 @@ deploy-tools: env
 
 lint: env
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo replay
+	$(VENV)/bin/mypy llmpipe stack connector gpu_stage jobs vllm_sim demo replay bench
 
 # Unit tests, then integration tests against a real broker and a PyFlink mini-cluster.
 test: env jars deploy-tools lint test-native

@@ -169,7 +169,7 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
         orders = args.lane_orders if executor is not None else [None]
         for packed in {"objects": [False], "packed": [True], "both": [False, True]}[args.input]:
             for order in orders:
-                if order is not None:
+                if executor is not None and order is not None:
                     executor.lane_order = order
                 main_runs.append(_as_order(_main_run(args, backend, values, settings, packed), order))
                 print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
