@@ -236,7 +236,7 @@ def atomic_add(array, i, value):
 # orders those writes before the reads (a ballot synchronizes the lanes, not their memory).
 _WARP_FUNCTIONS = (
     "lane_start", "lane_step", "ballot", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes",
-    "warp_spaces", "first_bit",
+    "warp_spaces", "warp_escapes", "first_bit",
 )  # fmt: skip
 _WARP_SOURCE = """
 from numba import cuda, int64
@@ -303,4 +303,10 @@ def warp_copy_bytes(src, s, out, q, n):
 def warp_spaces(b, p, e):
     k = p + cuda.laneid
     return ballot(k < e and is_ws(b[k]))
+
+
+def warp_escapes(b, p, e, starts):
+    lane = cuda.laneid
+    span = escape_span(b, p + lane, e) if (starts >> lane) & 1 else 0
+    return ballot(span == 5), ballot(span == 11)
 """

@@ -58,6 +58,8 @@ NO_STOP = LANES
 """:func:`string_step`'s stop when the step holds no closing quote."""
 ALL_LANES = (1 << LANES) - 1
 """A step's mask with every lane's bit set."""
+EVEN_LANES = 0x55555555
+"""A step's mask with the bits of lanes 0, 2, 4 … set."""
 
 
 @jit
@@ -99,23 +101,27 @@ def string_step(b, p, e, quotes, slashes, odd):
     ``stop`` is the lane of the closing quote (:data:`NO_STOP` if none), ``starts`` the lanes of the
     escapes' backslashes before it, ``covered`` the lanes the escapes' other bytes take. The next
     step starts after this one, or after an escape or a UTF-8 sequence that runs over its end.
-    Every lane works this out alike, from the same bits.
+    Every lane works this out alike, from the same bits, in the same steps whatever the number of
+    escapes: which backslashes begin one from where they stand in their run
+    (:func:`escape_starts`), how far each reaches from its spelling (:func:`warp_escapes`, each
+    lane its own, then a ballot), the closing quote as the first quote that none of them covers.
     """
     starts = 0
     covered = 0
+    if slashes != 0:
+        runs = escape_starts(slashes)
+        five, pairs = warp_escapes(b, p, e, runs)
+        covered = ((runs & ~(five | pairs)) << 1) | spread(five, 5) | spread(pairs, 11)
+        starts = runs & ~covered  # less a pair's second backslash, or one inside a broken \u escape
+    free = quotes & ~covered & ALL_LANES
+    if free != 0:
+        stop = first_bit(free)  # no escape before it reaches it, so none runs over the step's end
+        return stop, starts & ((1 << stop) - 1), covered, p + LANES
     after = p + LANES
-    pending = quotes | slashes
-    while pending != 0:
-        i = first_bit(pending)
-        pending &= pending - 1
-        if (covered >> i) & 1:
-            continue
-        if (quotes >> i) & 1:
-            return i, starts, covered, after
-        span = escape_span(b, p + i, e)
-        starts |= 1 << i
-        covered |= ((1 << span) - 1) << (i + 1)
-        after = max(after, p + i + 1 + span)
+    over = covered >> LANES
+    while over != 0:  # the escape that runs furthest over the step's end
+        after += 1
+        over >>= 1
     if (odd >> (LANES - 3)) == 0:
         return NO_STOP, starts, covered, after
     for lane in range(LANES - 3, LANES):  # a lead byte in the last three whose sequence runs over
@@ -123,6 +129,46 @@ def string_step(b, p, e, quotes, slashes, odd):
         if k < e and not (covered >> lane) & 1 and b[k] >= 0xC0:
             after = max(after, k + lead_width(b[k]))
     return NO_STOP, starts, covered, after
+
+
+@jit
+def escape_starts(slashes):
+    r"""Of a step's backslashes, those that begin an escape: the first, third, fifth … of each run.
+
+    The others are escaped by the one before them (``\\``). A step starts at a character's
+    first byte, so no run comes from the step before. Adding a run's first bit carries through
+    the run, which marks the runs that start on an even lane.
+    """
+    firsts = slashes & ~(slashes << 1)
+    in_even_runs = slashes & ~(slashes + (firsts & EVEN_LANES))
+    return (in_even_runs & EVEN_LANES) | (slashes & ~in_even_runs & ~EVEN_LANES)
+
+
+@jit
+def spread(mask, span):
+    """Every lane from one to ``span`` after a lane of ``mask`` (past the step's end too)."""
+    out = 0
+    for t in range(1, span + 1):
+        out |= mask << t
+    return out
+
+
+@jit
+def escapes_by_lanes(b, p, e, starts):
+    """Of the escapes at ``starts``, those that take 5 bytes after their backslash and the pairs that take 11.
+
+    Lane by lane, each by :func:`escape_span`; on the device each lane its own, then two ballots.
+    """
+    five = 0
+    pairs = 0
+    for lane in range(LANES):
+        if (starts >> lane) & 1:
+            span = escape_span(b, p + lane, e)
+            if span == 5:
+                five |= 1 << lane
+            elif span == 11:
+                pairs |= 1 << lane
+    return five, pairs
 
 
 @jit
@@ -277,6 +323,7 @@ if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels
     warp_copy = copy_by_lanes
     warp_copy_bytes = copy_bytes_by_lanes
     warp_spaces = spaces_by_lanes
+    warp_escapes = escapes_by_lanes
     first_bit = bit_index
 
 

@@ -10,7 +10,11 @@ step's end; its pass 1 must give the native core's bytes on the real-shaped and 
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -212,3 +216,33 @@ def test_the_cuda_warp_builds_masks_are_32_bits() -> None:
     source = kernels._WARP_SOURCE
     assert "& 0xFFFFFFFF" in source[source.index("def ballot(") :].split("\ndef ")[0]
     assert source.count("cuda.ballot_sync(") == 2  # ballot's own, and warp_widths' test of any bit
+
+
+def _escape_starts_one_by_one(slashes: int) -> int:
+    """A run's first backslash begins an escape, the next is escaped by it, and so on along the run."""
+    starts = 0
+    for lane in range(32):
+        escaped = lane > 0 and (starts >> (lane - 1)) & 1
+        if (slashes >> lane) & 1 and not escaped:
+            starts |= 1 << lane
+    return starts
+
+
+def test_escape_starts_are_every_other_backslash_of_each_run() -> None:
+    """Every pattern of 14 lanes, at the step's start and at its end (where a run's carry leaves the 32 bits)."""
+    for low in range(1 << 14):
+        for slashes in (low, low << 18):
+            assert WARP.escape_starts(slashes) == _escape_starts_one_by_one(slashes), bin(slashes)
+    assert WARP.escape_starts(0xFFFFFFFF) == 0x55555555
+
+
+def test_the_cuda_warp_build_under_the_simulator_scans_and_copies_as_one_thread() -> None:
+    """The CUDA-only parts (ballots, the lanes' sums, each lane's share) run in numba's CUDA simulator."""
+    script = Path(__file__).with_name("warp_simulated.py")
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, str(script), "6"], env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "agrees on 60 strings" in done.stdout

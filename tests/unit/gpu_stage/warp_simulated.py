@@ -1,0 +1,106 @@
+"""Run the CUDA ``warp`` build's string steps under numba's CUDA simulator; compare them with the one-thread build.
+
+The CPU ``warp`` build runs the lanes of a step one after another, so the parts that only the CUDA
+build has (:data:`gpu_stage.transform.device.kernels._WARP_SOURCE`: ballots, the lanes' sums,
+each lane's own share) are not what the CPU tests run. numba's simulator runs a kernel's threads
+as Python threads, but has no warp ballot; one is added here, made as numba's is (a signed 32-bit
+int), so a mask that the build forgets to make unsigned shows. Run in a process of its own
+(``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported):
+``python tests/unit/gpu_stage/warp_simulated.py STRINGS``; exits 1 with the first string whose
+result differs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+LANES = 32
+PIECES = [
+    b'\\"', b"\\\\", b"\\/", b"\\n", b"\\u00e9", b"\\uD83D\\uDE00", b"\\ud83d", b"\\u12", b"\\uZZZZ", b"\\x", b"\\",
+    b'"', "é".encode(), "中".encode(), "😀".encode(), b"\x80", b"\xc3", b"\x01",
+]  # fmt: skip
+"""Escapes of every kind (good, broken, a pair, a lone half), UTF-8 of every width and broken, a control byte."""
+
+
+def _ballot_sync(_module: Any, _mask: int, predicate: bool) -> int:
+    """The warp's ballot for a block of one warp, a signed 32-bit int as numba's ``ballot_sync`` gives."""
+    thread: Any = threading.current_thread()
+    state = thread._manager.block_state
+    state[thread.threadIdx.x] = bool(predicate)
+    thread.syncthreads()
+    bits = sum(1 << lane for lane in range(LANES) if state[lane])
+    thread.syncthreads()
+    return bits - (1 << LANES) if bits >> (LANES - 1) else bits
+
+
+def _syncwarp(_module: Any, _mask: int = 0) -> None:
+    threading.current_thread().syncthreads()  # type: ignore[attr-defined]
+
+
+_KERNELS = """
+def scan_kernel(b, e, allow, out):
+    end, n = scan_string(b, 0, e, allow)
+    if cuda.laneid == 0:
+        out[0] = end
+        out[1] = n
+
+
+def copy_kernel(b, s, e, o, q, out):
+    end = copy_string(b, s, e, o, q)
+    if cuda.laneid == 0:
+        out[0] = end
+"""
+
+
+def _strings(count: int) -> list[bytes]:
+    """Each piece just before, across and after the first step's end, then ``count`` random strings of pieces."""
+    texts = [b'"' + b"a" * before + piece + b"b" + b'"' for piece in PIECES for before in (28, 30, 31)]
+    rng = random.Random(20261205)
+    for _ in range(count):
+        parts = [rng.choice([*PIECES, b"x" * rng.randint(1, 40)]) for _ in range(rng.randint(0, 14))]
+        texts.append(b'"' + b"".join(parts) + (b'"' if rng.random() < 0.8 else b"") + b"  ")
+    return texts
+
+
+def main(count: int) -> int:
+    from numba import cuda
+    from numba.cuda.simulator import kernelapi
+
+    kernelapi.FakeCUDAModule.ballot_sync = _ballot_sync
+    kernelapi.FakeCUDAModule.syncwarp = _syncwarp
+    from gpu_stage.transform.device.kernels import compile_lane
+
+    one, ns = compile_lane("cpu"), vars(compile_lane("cuda-warp"))
+    exec(_KERNELS, ns)
+    scan, copy = cuda.jit(ns["scan_kernel"]), cuda.jit(ns["copy_kernel"])
+    for text in _strings(count):
+        b = np.frombuffer(text, dtype=np.uint8).copy()
+        for allow in (True, False):
+            got = np.zeros(2, dtype=np.int64)
+            scan[1, LANES](b, len(b), allow, got)
+            if tuple(got) != tuple(one.scan_string(b, 0, len(b), allow)):
+                print(f"scan differs: {text!r} allow={allow}: {tuple(got)}")
+                return 1
+        end = one.scan_string(b, 0, len(b), True)[0]
+        if end > 0:
+            want, out = np.zeros(len(b) + 5, np.uint8), np.zeros(len(b) + 5, np.uint8)
+            q = one.copy_string(b.copy(), 1, end - 1, want, 5)
+            got = np.zeros(1, dtype=np.int64)
+            copy[1, LANES](b.copy(), 1, end - 1, out, 5, got)
+            if got[0] != q or out.tobytes() != want.tobytes():
+                print(f"copy differs: {text!r}")
+                return 1
+    print(f"the simulated warp build agrees on {len(_strings(count))} strings")
+    return 0
+
+
+if __name__ == "__main__":
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        sys.exit("set NUMBA_ENABLE_CUDASIM=1")
+    sys.exit(main(int(sys.argv[1])))
