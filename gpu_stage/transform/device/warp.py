@@ -119,7 +119,7 @@ def string_step(b, p, e, quotes, slashes, odd):
         return stop, starts & ((1 << stop) - 1), covered, p + LANES
     after = p + LANES
     over = covered >> LANES
-    while over != 0:  # the escape that runs furthest over the step's end
+    while over > 0:  # the escape that runs furthest over the step's end
         after += 1
         over >>= 1
     if (odd >> (LANES - 3)) == 0:

@@ -242,7 +242,7 @@ def test_the_cuda_warp_build_under_the_simulator_scans_and_copies_as_one_thread(
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(root)}
     done = subprocess.run(
-        [sys.executable, str(script), "6"], env=env, capture_output=True, text=True, timeout=900, check=False
+        [sys.executable, str(script), "6"], env=env, capture_output=True, text=True, timeout=600, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "agrees on 60 strings" in done.stdout
