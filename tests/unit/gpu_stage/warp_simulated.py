@@ -6,12 +6,13 @@ each lane's own share) are not what the CPU tests run. numba's simulator runs a 
 as Python threads, but has no warp ballot; one is added here, made as numba's is (a signed 32-bit
 int), so a mask that the build forgets to make unsigned shows. Run in a process of its own
 (``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported):
-``python tests/unit/gpu_stage/warp_simulated.py STRINGS``; exits 1 with the first string whose
-result differs.
+``python tests/unit/gpu_stage/warp_simulated.py STRINGS``; exits 1 with the first string (or
+whitespace run) whose result differs.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sys
@@ -55,6 +56,12 @@ def copy_kernel(b, s, e, o, q, out):
     end = copy_string(b, s, e, o, q)
     if cuda.laneid == 0:
         out[0] = end
+
+
+def skip_kernel(b, p, e, out):
+    end = skip_ws(b, p, e)
+    if cuda.laneid == 0:
+        out[0] = end
 """
 
 
@@ -78,7 +85,15 @@ def main(count: int) -> int:
 
     one, ns = compile_lane("cpu"), vars(compile_lane("cuda-warp"))
     exec(_KERNELS, ns)
-    scan, copy = cuda.jit(ns["scan_kernel"]), cuda.jit(ns["copy_kernel"])
+    scan, copy, skip = (cuda.jit(ns[f"{name}_kernel"]) for name in ("scan", "copy", "skip"))
+    for run, fill in itertools.product((0, 1, 31, 32, 33, 64), (b" ", b" \r\n\t")):
+        b = np.frombuffer(b"x" + (fill * run)[:run] + b"}", dtype=np.uint8).copy()
+        for p, e in ((1, len(b)), (0, len(b)), (1, len(b) - 1), (1, 1 + run // 2)):
+            got = np.zeros(1, dtype=np.int64)
+            skip[1, LANES](b, p, e, got)
+            if got[0] != one.skip_ws(b, p, e):
+                print(f"skip_ws differs: {b.tobytes()!r} from {p} to {e}: {got[0]}")
+                return 1
     for text in _strings(count):
         b = np.frombuffer(text, dtype=np.uint8).copy()
         for allow in (True, False):
@@ -96,7 +111,7 @@ def main(count: int) -> int:
             if got[0] != q or out.tobytes() != want.tobytes():
                 print(f"copy differs: {text!r}")
                 return 1
-    print(f"the simulated warp build agrees on {len(_strings(count))} strings")
+    print(f"the simulated warp build agrees on {len(_strings(count))} strings and 12 whitespace runs")
     return 0
 
 
