@@ -236,8 +236,12 @@ def test_escape_starts_are_every_other_backslash_of_each_run() -> None:
     assert WARP.escape_starts(0xFFFFFFFF) == 0x55555555
 
 
-def test_the_cuda_warp_build_under_the_simulator_scans_and_copies_as_one_thread() -> None:
-    """The CUDA-only parts (ballots, the lanes' sums, each lane's share) run in numba's CUDA simulator."""
+def test_the_cuda_warp_build_under_the_simulator_gives_the_same_strings_and_rows() -> None:
+    """The CUDA-only parts (ballots, the lanes' sums, each lane's share) run in numba's CUDA simulator.
+
+    Strings and whitespace against the one-thread build, then both passes on a body of each kind
+    against the native core (``warp_simulated.py``).
+    """
     script = Path(__file__).with_name("warp_simulated.py")
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(root)}
@@ -245,4 +249,4 @@ def test_the_cuda_warp_build_under_the_simulator_scans_and_copies_as_one_thread(
         [sys.executable, str(script), "6"], env=env, capture_output=True, text=True, timeout=600, check=False
     )
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert "agrees on 60 strings" in done.stdout
+    assert "agrees on 60 strings, 12 whitespace runs and 7 bodies" in done.stdout

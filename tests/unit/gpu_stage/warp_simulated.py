@@ -1,13 +1,15 @@
-"""Run the CUDA ``warp`` build's string steps under numba's CUDA simulator; compare them with the one-thread build.
+r"""Run the CUDA ``warp`` build under numba's CUDA simulator; compare it with the one-thread build and the native core.
 
 The CPU ``warp`` build runs the lanes of a step one after another, so the parts that only the CUDA
 build has (:data:`gpu_stage.transform.device.kernels._WARP_SOURCE`: ballots, the lanes' sums,
 each lane's own share) are not what the CPU tests run. numba's simulator runs a kernel's threads
 as Python threads, but has no warp ballot; one is added here, made as numba's is (a signed 32-bit
-int), so a mask that the build forgets to make unsigned shows. Run in a process of its own
-(``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported):
-``python tests/unit/gpu_stage/warp_simulated.py STRINGS``; exits 1 with the first string (or
-whitespace run) whose result differs.
+int), so a mask that the build forgets to make unsigned shows. First strings (scan and copy) and
+whitespace runs, then both passes of the lane a warp per row, the build's own kernels, on a few
+real-shaped bodies (one of each kind in :data:`KINDS`) against the native core's output. Run in
+a process of its own (``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported):
+``python tests/unit/gpu_stage/warp_simulated.py STRINGS``; exits 1 with the first string,
+whitespace run or batch whose result differs.
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import os
 import random
 import sys
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+
+from bench import real_corpus
 
 LANES = 32
 PIECES = [
@@ -63,6 +68,36 @@ def skip_kernel(b, p, e, out):
     if cuda.laneid == 0:
         out[0] = end
 """
+
+
+KINDS: dict[str, Any] = {
+    "escapes inside content": lambda v: b'\\\\\\"' in v,
+    "\\u escapes": lambda v: b"\\u" in v,
+    "tool call": lambda v: _compact_arguments(v),
+    "stream chunk": lambda v: b"chat.completion.chunk" in v,
+    "error body": lambda v: b'"error"' in v,
+    "raw UTF-8": lambda v: max(v, default=0) >= 0x80,
+    "text completion": lambda v: b"text_completion" in v,
+}
+"""The kinds of real-shaped body that the simulated passes take, each by its shortest one (the simulator is slow).
+
+The simulator runs a warp's threads one after another, not in step; the lane's one-thread code
+that every lane of a warp runs alike, rewriting the same bytes in place (tool arguments made
+compact), relies on them running in step, as they do on the device. So the tool call is one whose
+arguments are compact already: what the lane writes back is what it read.
+"""
+
+
+def _compact_arguments(body: bytes) -> bool:
+    """A tool call whose arguments are a JSON object written without spaces."""
+    at = body.find(b'"arguments"')
+    arguments = body[at : body.find(b'}"', at) + 2]
+    return at >= 0 and b'{\\"' in arguments and b'\\": ' not in arguments and b', \\"' not in arguments
+
+
+def _bodies() -> list[bytes]:
+    made = real_corpus.generate(300, seed=11).values
+    return [min((v for v in made if wanted(v)), key=len) for wanted in KINDS.values()]
 
 
 def _strings(count: int) -> list[bytes]:
@@ -111,8 +146,44 @@ def main(count: int) -> int:
             if got[0] != q or out.tobytes() != want.tobytes():
                 print(f"copy differs: {text!r}")
                 return 1
-    print(f"the simulated warp build agrees on {len(_strings(count))} strings and 12 whitespace runs")
+    if not _same_passes(vars(compile_lane("cuda-warp"))):
+        return 1
+    strings = len(_strings(count))
+    print(f"the simulated warp build agrees on {strings} strings, 12 whitespace runs and {len(KINDS)} bodies")
     return 0
+
+
+def _same_passes(ns: dict[str, Any]) -> bool:
+    """Both passes a warp per row, the CUDA build's kernels, against the native core on :func:`_bodies`."""
+    from dataclasses import replace
+
+    from gpu_stage import synth
+    from gpu_stage.transform.api import TransformSettings
+    from gpu_stage.transform.device import executor
+    from gpu_stage.transform.device.lane import LaneTransform
+    from gpu_stage.transform.native import NativeBackend
+
+    def launch(kernel: Any) -> Any:  # one warp; the simulator copies every array back, so none may be read-only
+        return lambda *args: kernel[1, LANES](*(_writable(a) for a in args))
+
+    simulated = SimpleNamespace(measure=launch(ns["measure"]), write=launch(ns["write"]))
+    own = executor.compile_lane
+    executor.compile_lane = lambda target, cache=None: simulated if target == "cpu-warp" else own(target, cache)
+    settings = TransformSettings(max_record_bytes=1 << 20)
+    lane = LaneTransform(replace(settings, lane_order="warp"), executor.CpuExecutor)
+    lane.executor.write_warp = 1
+    batch = synth.batch(_bodies(), first_offset=7)
+    got, want = lane.parse(batch), NativeBackend(settings).parse(batch)
+    same = (got.encoded.rows.tolist(), got.encoded.offsets.tolist(), got.encoded.buf, got.bad) == (
+        want.encoded.rows.tolist(), want.encoded.offsets.tolist(), want.encoded.buf, want.bad
+    )
+    if not same or lane.taken_rows != len(batch):
+        print(f"passes differ from the native core's (taken by the lane: {lane.taken_rows} of {len(batch)})")
+    return same and lane.taken_rows == len(batch)
+
+
+def _writable(arg: Any) -> Any:
+    return arg.copy() if isinstance(arg, np.ndarray) and not arg.flags.writeable else arg
 
 
 if __name__ == "__main__":
