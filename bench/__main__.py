@@ -172,6 +172,9 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
                 if executor is not None and order is not None:
                     executor.lane_order = order
                 main_runs.append(_as_order(_main_run(args, backend, values, settings, packed), order))
+                resources = getattr(executor, "kernel_resources", None)  # a CUDA build's code bytes and registers
+                if resources is not None:
+                    main_runs[-1]["kernels"] = resources()
                 print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
                 sweep += [_as_order(point, order) for point in _sweep(args, backend, values, settings, packed)]
     return main_runs, sweep

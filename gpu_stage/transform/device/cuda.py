@@ -215,9 +215,14 @@ class CudaExecutor(Executor):
         return DirectLaunch(kernel)
 
     def kernel_resources(self) -> dict[str, dict[str, int | None]]:
-        """Each pass's kernel, once launched: registers and memory per thread, blocks resident per SM."""
+        """Each pass's kernel, once launched: registers and memory per thread, blocks resident per SM.
+
+        A pass's warp-per-row kernel (``lane_order`` warp, :attr:`write_warp`) is named ``<pass>_warp``.
+        """
         threads = {"measure": self.measure_threads, "write": self.write_threads}
         found = {name: kernel_resources(getattr(self, name), threads[name.split("_")[0]]) for name in PASS_KERNELS}
+        warps = self._warp_kernels.items()
+        found |= {f"{name}_warp": kernel_resources(launch, threads[name]) for name, launch in warps}
         return {name: report for name, report in found.items() if report is not None}
 
     def _allocate_host(self, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:

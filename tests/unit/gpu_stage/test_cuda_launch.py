@@ -125,3 +125,18 @@ def test_no_kernel_resources_before_the_first_launch_or_without_numbas_internals
     two, _, _ = _direct(kernel, overloads=2)
     two(1, 128, "s", DeviceArray(100))
     assert kernel_resources(two, 128) is None  # which of two overloads ran is not known
+
+
+def test_the_resources_name_each_pass_kernel_and_each_warp_per_row_kernel(monkeypatch: Any) -> None:
+    from gpu_stage.transform.device import cuda
+
+    executor = object.__new__(cuda.CudaExecutor)  # no device here: only what kernel_resources reads
+    executor.measure_threads, executor.write_threads = 128, 256
+    for name in cuda.PASS_KERNELS:
+        setattr(executor, name, name)
+    executor._warp_kernels = {"measure": "measure-by-warps"}
+    monkeypatch.setattr(cuda, "kernel_resources", lambda launch, threads: {"of": launch, "threads": threads})
+    found = executor.kernel_resources()
+    assert found["measure"] == {"of": "measure", "threads": 128}
+    assert found["write_ordered"] == {"of": "write_ordered", "threads": 256}
+    assert found["measure_warp"] == {"of": "measure-by-warps", "threads": 128}
