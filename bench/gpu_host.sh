@@ -67,6 +67,9 @@ if [ "$what" = timeline ]; then
 fi
 corpus_file=${CORPUS_FILE:-/tmp/bench-corpus-1k.bin}
 lane_only=(--backends gpu --peers "" --input packed --batch-size 100000 --native-threads 1)  # the device lane alone
+outline_label() {  # a run's name for the functions $1 keeps out of line: inlined, or outlined-<how many>
+    [ -n "$1" ] && echo "outlined-$(echo "$1" | tr -cd , | wc -c | awk '{print $1 + 1}')" || echo inlined
+}
 real_file_of() { echo "${REAL_CORPUS_FILE:-/tmp/bench-corpus-real-$1.bin}"; }
 real_corpus() {  # the real-shaped corpus of $1 bodies in real_file, named by its count, made once per host
     real_file=$(real_file_of "$1")
@@ -250,7 +253,7 @@ if [ "$what" = outline ]; then
     for names in "" $sets ""; do
         run=$((run + 1))
         knobs=(); [ -n "$names" ] && knobs=("${cap[@]}")
-        label=$([ -n "$names" ] && echo "outlined-$(echo "$names" | tr -cd , | wc -c | awk '{print $1 + 1}')" || echo inlined)
+        label=$(outline_label "$names")
         step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records 1000000 --corpus-in "$real_file" \
             "${lane_only[@]}" "${knobs[@]}" --out "$out/bench-real-outline-$run-$label-h200.json" \
             >> "$out/gpu-outline-h200.log" 2>&1
@@ -269,9 +272,9 @@ if [ "$what" = candidates ]; then
     cands=${CANDIDATES:-arrival: warp: arrival:scan_string,skip_value \
 arrival:scan_string,skip_value,scan_number,escape_code,member warp:scan_string,skip_value,scan_number,escape_code,member}
     first=${cands%% *}
-    log="$out/gpu-candidates-h200.log"
-    real_corpus "${RECORDS:-1000000}" > "$log" 2>&1 &  # in a subshell: real_file is named here too
-    real_file=$(real_file_of "${RECORDS:-1000000}")
+    log="$out/gpu-candidates-h200.log" records=${RECORDS:-1000000}
+    real_corpus "$records" > "$log" 2>&1 &  # in a subshell: real_file is named here too
+    real_file=$(real_file_of "$records")
     builds=0
     for cand in $(printf '%s\n' $cands | sort -u); do
         builds=$((builds + 1))
@@ -290,8 +293,8 @@ print(f'built {sys.argv[1]}:{sys.argv[2]} in {time.perf_counter() - started:.0f}
     run=0
     for cand in $cands $first; do
         run=$((run + 1)) order=${cand%%:*} names=${cand#*:}
-        label=$order-$([ -n "$names" ] && echo "outlined-$(echo "$names" | tr -cd , | wc -c | awk '{print $1 + 1}')" || echo inlined)
-        step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records "${RECORDS:-1000000}" \
+        label=$order-$(outline_label "$names")
+        step env GPU_STAGE_LANE_OUTLINE="$names" python -m bench --records "$records" \
             --corpus-in "$real_file" --lane-orders "$order" "${lane_only[@]}" \
             --out "$out/bench-real-candidate-$run-$label-h200.json" >> "$log" 2>&1
     done

@@ -129,7 +129,8 @@ def main(count: int) -> int:
             if got[0] != one.skip_ws(b, p, e):
                 print(f"skip_ws differs: {b.tobytes()!r} from {p} to {e}: {got[0]}")
                 return 1
-    for text in _strings(count):
+    strings = _strings(count)
+    for text in strings:
         b = np.frombuffer(text, dtype=np.uint8).copy()
         for allow in (True, False):
             got = np.zeros(2, dtype=np.int64)
@@ -148,8 +149,7 @@ def main(count: int) -> int:
                 return 1
     if not _same_passes(vars(compile_lane("cuda-warp"))):
         return 1
-    strings = len(_strings(count))
-    print(f"the simulated warp build agrees on {strings} strings, 12 whitespace runs and {len(KINDS)} bodies")
+    print(f"the simulated warp build agrees on {len(strings)} strings, 12 whitespace runs and {len(KINDS)} bodies")
     return 0
 
 
