@@ -98,12 +98,14 @@ if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
     fi
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
-    # One start compiles the kernels into the cache the workers load them from (else each compiles them),
-    # pass 1's of each lane order among them.
-    python -c "from gpu_stage import synth; from gpu_stage.transform import TransformSettings
+    # One start compiles the kernels into the cache the workers load them from (else each compiles them):
+    # the workers' lane order (GPU_STAGE_LANE_ORDER, else arrival), or both orders for LANE_PAIRS.
+    orders=${GPU_STAGE_LANE_ORDER:-arrival}
+    [ "${LANE_PAIRS:-0}" -gt 0 ] && orders="arrival warp"
+    python -c "import sys; from gpu_stage import synth; from gpu_stage.transform import TransformSettings
 from gpu_stage.transform.gpu import GpuBackend
-for order in ('arrival', 'warp'): GpuBackend(TransformSettings(lane_order=order)).parse(synth.batch(synth.bodies(64)))" \
-        >> "$out/e2e.log" 2>&1 || status=1
+for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse(synth.batch(synth.bodies(64)))" \
+        $orders >> "$out/e2e.log" 2>&1 || status=1
     gpu_run() {  # NAME [OPTIONS...]: a GPU throughput run
         local name=$1
         shift
