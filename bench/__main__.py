@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import socket
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from bench import backends, corpora, machine, peers
 from bench.checksum import Checksum
 from bench.transform import add_lane_knobs, lane_knobs, set_lane_knobs
 from gpu_stage.runtime import tune_process, usable_cores
-from gpu_stage.transform.device.kernels import OUTLINE_ENV
+from gpu_stage.transform.device.kernels import lane_outline
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -278,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "corpus": info,
         "batch_size": args.batch_size,
         "lane": {k: v for k, v in lane_knobs(args).items() if v is not None}
-        | {"orders": args.lane_orders, "outline": os.environ.get(OUTLINE_ENV, "")},
+        | {"orders": args.lane_orders, "outline": ",".join(lane_outline())},
         "engines": engines,
         "sweep": sweep,
         "table": text.splitlines(),

@@ -18,20 +18,27 @@ from gpu_stage.transform.device import kernels
 from llmpipe.errors import ConfigError
 
 
-def test_no_names_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_measured_set_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(kernels.OUTLINE_ENV, raising=False)
-    assert kernels._outline() == ()
+    assert kernels.lane_outline() == ("escape_code", "member", "scan_number", "scan_string", "skip_value")
+    assert set(kernels.lane_outline()) <= kernels._device_function_names()
+
+
+@pytest.mark.parametrize("given", ["none", " none ", ""])
+def test_none_or_empty_inlines_everything(monkeypatch: pytest.MonkeyPatch, given: str) -> None:
+    monkeypatch.setenv(kernels.OUTLINE_ENV, given)
+    assert kernels.lane_outline() == ()
 
 
 def test_names_are_trimmed_deduplicated_and_sorted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(kernels.OUTLINE_ENV, " skip_value,scan_string,, skip_value ")
-    assert kernels._outline() == ("scan_string", "skip_value")
+    assert kernels.lane_outline() == ("scan_string", "skip_value")
 
 
 def test_an_unknown_name_is_a_config_error_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(kernels.OUTLINE_ENV, "scan_string,no_such_function")
     with pytest.raises(ConfigError, match=rf"^{kernels.OUTLINE_ENV}: no_such_function not among"):
-        kernels._outline()
+        kernels.lane_outline()
 
 
 def test_the_warp_builds_functions_are_names_too() -> None:
