@@ -180,9 +180,11 @@ def _keep_out_of_line(module: str, names: tuple[str, ...]) -> None:
 
     numba-cuda has no option for this (only ``forceinline``), so its CUDA lowering's ``pre_lower`` is
     wrapped, once per process, to add the attribute to the functions listed in :data:`_OUT_OF_LINE`;
-    every other function is lowered as before.
+    every other function is lowered as before. numba's CUDA simulator runs the Python functions
+    themselves and lowers nothing, so there is nothing to mark.
     """
-    if not names:
+    config: Any = importlib.import_module("numba.core.config")
+    if not names or config.ENABLE_CUDASIM:
         return
     lowering: Any = importlib.import_module("numba.cuda.lowering")
     _OUT_OF_LINE[module] = frozenset(names)
