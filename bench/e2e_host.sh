@@ -32,6 +32,7 @@
 # loaded before the real-shaped corpus).
 # GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
 # running at the end (a later call on the same host reuses it, warm).
+# PARTITIONS (default 24) is the raw and typed topics' partition count of every run (e.g. 32 for 16 workers).
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
@@ -55,10 +56,10 @@ run() {
 }
 host=${E2E_HOST_NAME:-h200}
 if [ "${CPU_WORKERS:-12}" -gt 0 ]; then
-    run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --out "$out/e2e-$host-cpu.json"
+    run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions "${PARTITIONS:-24}" --out "$out/e2e-$host-cpu.json"
 fi
 if [ "${OVERLAP_PAIRS:-0}" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
-    run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions 24 --compare-commit-overlap "$OVERLAP_PAIRS" \
+    run --backend cpu --workers "${CPU_WORKERS:-12}" --partitions "${PARTITIONS:-24}" --compare-commit-overlap "$OVERLAP_PAIRS" \
         --out "$out/e2e-commit-overlap-$host-cpu.json"
 fi
 # Per-record latency at a fixed offered load (due time -> visible to a read_committed consumer).
@@ -75,7 +76,7 @@ latency_once() {  # BACKEND WORKERS NAME [OPTIONS...]; a later --out wins
     [ "$backend" = gpu ] && set -- --native-threads "$(share "$workers")" "$@"
     python -m bench.e2e_latency --bootstrap 127.0.0.1:29092 --records $((rate * ${LATENCY_SECONDS:-10})) \
         --rate "$rate" --producers 4 --warmup-s "${LATENCY_WARMUP_S:-5}" --backend "$backend" --workers "$workers" \
-        --partitions 24 --batch-records 5000 --batch-wait-ms 5 --logs "$out/logs" --broker-pid "$broker_pid" \
+        --partitions "${PARTITIONS:-24}" --batch-records 5000 --batch-wait-ms 5 --logs "$out/logs" --broker-pid "$broker_pid" \
         --corpus "${E2E_CORPUS:-real}" --out "$out/$name.json" "$@" \
         >> "$out/e2e.log" 2>&1 || status=1
 }
@@ -109,7 +110,7 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
     gpu_run() {  # NAME [OPTIONS...]: a GPU throughput run
         local name=$1
         shift
-        run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 \
+        run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions "${PARTITIONS:-24}" \
             --native-threads "$(share "${GPU_WORKERS:-8}")" --out "$out/$name.json" "$@"
     }
     if [ "${BROKER_WARM_UP:-1}" = 1 ]; then
@@ -143,7 +144,7 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
             "${min_batch[@]}"
     fi
     if [ "${BACKOFF_PAIRS:-0}" -gt 0 ]; then
-        run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions 24 --native-threads "$(share "${GPU_WORKERS:-8}")" \
+        run --backend gpu --workers "${GPU_WORKERS:-8}" --partitions "${PARTITIONS:-24}" --native-threads "$(share "${GPU_WORKERS:-8}")" \
             --compare-txn-backoff "$BACKOFF_PAIRS" --out "$out/e2e-txn-backoff-$host-gpu.json"
     fi
     if [ "$rate" -gt 0 ] && [ "${WARM_UP_PAIRS:-0}" -gt 0 ]; then  # workers not warmed up (baseline), then warmed
