@@ -258,9 +258,9 @@ def parser() -> argparse.ArgumentParser:
         default=_default("lane_order"),
         choices=list(LANE_ORDERS),
         help="gpu backend: which body each thread of the device lane takes. arrival: as they come; length: "
-        "bodies of like length side by side, so that the 32 threads of a warp (which runs as long as its "
-        "longest body) end together; warp: in pass 1 a warp per body, its 32 threads reading the body's "
-        "strings 32 bytes at a step. The output is the same",
+        "bodies of like length side by side, so that the 32 threads of a warp end together (slower on real "
+        "bodies, whose threads seldom step together); warp: in pass 1 a warp per body, its 32 threads "
+        "reading the body's strings 32 bytes at a step. The output is the same",
     )
     env_option(
         w,
