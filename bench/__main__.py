@@ -90,8 +90,8 @@ def parser() -> argparse.ArgumentParser:
         type=_lane_orders,
         default=[_default_lane_order()],
         help="the device lane's thread orders to run the gpu backend in, each an engine of its own, comma "
-        "separated: arrival (as they come), length (bodies of like length side by side in a warp), warp (in "
-        "pass 1 a warp per body); an order other than "
+        "separated: arrival (as they come), length (bodies of like length side by side in a warp), balanced "
+        "(those bodies dealt round the warps), warp (in pass 1 a warp per body); an order other than "
         f"the lane's default ({_default_lane_order()}) ends its engines' names, e.g. gpu_stage-gpu-packed-length",
     )
     add_lane_knobs(p)

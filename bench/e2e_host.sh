@@ -100,8 +100,8 @@ if [ "$rate" -gt 0 ] && [ "${CPU_WORKERS:-12}" -gt 0 ]; then
 fi
 if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     # One start compiles the kernels into the cache the workers load them from (else each compiles them):
-    # the workers' lane order (GPU_STAGE_LANE_ORDER, else arrival), or both orders for LANE_PAIRS.
-    orders=${GPU_STAGE_LANE_ORDER:-arrival}
+    # the workers' lane order (GPU_STAGE_LANE_ORDER, else the lane's default), or both orders for LANE_PAIRS.
+    orders=${GPU_STAGE_LANE_ORDER:-$(python -c "from gpu_stage.transform import TransformSettings as T; print(T.lane_order)")}
     [ "${LANE_PAIRS:-0}" -gt 0 ] && orders="arrival warp"
     python -c "import sys; from gpu_stage import synth; from gpu_stage.transform import TransformSettings
 from gpu_stage.transform.gpu import GpuBackend

@@ -75,7 +75,7 @@ class WorkerSettings:
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     native_threads: int | None = None
     gpu_min_batch: int = 2_000
-    lane_order: LaneOrder = "arrival"
+    lane_order: LaneOrder = "balanced"
     device_wait: DeviceWait = "driver"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -259,8 +259,9 @@ def parser() -> argparse.ArgumentParser:
         choices=list(LANE_ORDERS),
         help="gpu backend: which body each thread of the device lane takes. arrival: as they come; length: "
         "bodies of like length side by side, so that the 32 threads of a warp end together (slower on real "
-        "bodies, whose threads seldom step together); warp: in pass 1 a warp per body, its 32 threads "
-        "reading the body's strings 32 bytes at a step. The output is the same",
+        "bodies, whose threads seldom step together); balanced: those bodies dealt round the warps, so that "
+        "every warp holds about the same bytes; warp: in pass 1 a warp per body, its 32 threads reading the "
+        "body's strings 32 bytes at a step. The output is the same",
     )
     env_option(
         w,

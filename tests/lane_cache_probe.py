@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Parse generated bodies with the lane, then report the two passes' cache hits and misses.
+# Parse generated bodies with the lane, then report its two passes' cache hits and misses (the
+# ordered kernels where the lane's default order makes one).
 PROBE = """
 import json, sys
 from pathlib import Path
 from gpu_stage import synth
-from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.api import ORDERED_LANES, TransformSettings
 from gpu_stage.transform.native import NativeBackend
 {imports}
 
@@ -22,7 +23,8 @@ batch = synth.batch(synth.bodies(int(sys.argv[2])))
 backend = {backend}(settings)
 got = backend.parse(batch)
 fns = backend.lane.executor.fns
-stats = [fns.measure.stats, fns.write.stats]
+passes = ("measure_ordered", "write_ordered") if settings.lane_order in ORDERED_LANES else ("measure", "write")
+stats = [getattr(fns, name).stats for name in passes]
 print(json.dumps({{
     "hits": sum(sum(s.cache_hits.values()) for s in stats),
     "misses": sum(sum(s.cache_misses.values()) for s in stats),

@@ -22,9 +22,11 @@ STAGE = "gpu_stage"
 POLL_S = 0.0002
 """``device_wait="poll"``'s sleep between two questions to the device: a batch's pass takes milliseconds."""
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
-LaneOrder = Literal["arrival", "length", "warp"]
-LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "warp")
+LaneOrder = Literal["arrival", "length", "balanced", "warp"]
+LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "balanced", "warp")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
+ORDERED_LANES: tuple[LaneOrder, ...] = ("length", "balanced")
+"""The orders whose threads take row ``order[t]`` (the ordered kernels), ``order`` made on the device."""
 DeviceWait = Literal["driver", "poll", "block"]
 DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll", "block")
 """How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""
@@ -54,10 +56,11 @@ class TransformSettings:
     """Batches of fewer records go to the native core whole (GPU backend): a device pass has a fixed
     cost of a few milliseconds, more than the native core takes for a few hundred bodies, and a
     small batch is a latency-bound one. 0 sends every batch to the device."""
-    lane_order: LaneOrder = "arrival"
+    lane_order: LaneOrder = "balanced"
     """Which row each thread of the device lane takes (GPU backend): ``arrival``, as they come;
-    ``length``, rows of like body length side by side in each warp (a warp walks as long as its
-    longest body, :mod:`gpu_stage.transform.device.order`); ``warp``, in pass 1 a whole warp per row,
+    ``length``, rows of like body length side by side in each warp; ``balanced`` (the default), those
+    rows dealt round the warps so that every warp holds about the same bytes
+    (:mod:`gpu_stage.transform.device.order`); ``warp``, in pass 1 a whole warp per row,
     its 32 threads reading the body's strings together (:mod:`gpu_stage.transform.device.warp`).
     The output is the same whichever."""
     device_wait: DeviceWait = "driver"

@@ -55,6 +55,9 @@ def lane() -> Any:
 
 
 NATIVE = NativeBackend(TransformSettings())
+ROW_PER_THREAD = TransformSettings(lane_order="arrival")
+"""Thread ``t`` on row ``t``: the order whose passes launch ``measure`` and ``write`` (the others
+launch their ordered twins, see :mod:`gpu_stage.transform.device.order`)."""
 
 
 def test_synthetic_batches_are_taken_whole(lane: Any) -> None:
@@ -277,7 +280,7 @@ def test_batches_of_one_size_reuse_their_device_arrays_launch_after_launch() -> 
     from gpu_stage.transform.device.lane import LaneTransform
     from gpu_stage.transform.packed import PackedBatch
 
-    fresh = LaneTransform(TransformSettings(), CudaExecutor)
+    fresh = LaneTransform(ROW_PER_THREAD, CudaExecutor)  # the launches of measure and write themselves
     executor = fresh.executor
     raws = _split(synth.bodies(16_000), [2_000] * 8)
     # A first stream grows the buffers to these batches' largest; the second reuses them.
@@ -301,7 +304,7 @@ def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     from gpu_stage.transform.device.lane import LaneTransform
     from gpu_stage.transform.packed import PackedBatch
 
-    fresh = LaneTransform(TransformSettings(), CudaExecutor)
+    fresh = LaneTransform(ROW_PER_THREAD, CudaExecutor)  # the launches of measure and write themselves
     executor = fresh.executor
     executor.write_piece_bytes = 64 << 10
     raws = _split(synth.bodies(9_000), [4_000, 3_000, 2_000])
@@ -314,11 +317,12 @@ def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     assert executor.write.direct > 3 * len(raws)
 
 
-@pytest.mark.parametrize("order", ["length", "arrival", "warp"])
+@pytest.mark.parametrize("order", ["length", "balanced", "arrival", "warp"])
 def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
     """Bodies of 400 B to 32 KB: threads taking the rows by length class (pass 1, and each of pass 2's
-    pieces: the output in one piece, in 1 MiB pieces, in the lane's), as they came, or a warp per row
-    in pass 1 write the native core's bytes, a batch at a time and streamed.
+    pieces: the output in one piece, in 1 MiB pieces, in the lane's), those rows dealt round the
+    warps, as they came, or a warp per row in pass 1 write the native core's bytes, a batch at a time
+    and streamed.
     """
     from dataclasses import replace
 

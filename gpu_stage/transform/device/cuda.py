@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from gpu_stage.transform.api import ORDERED_LANES
 from gpu_stage.transform.device import slots
 from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
 from gpu_stage.transform.device.executor import Executor, piece_rows, wait_for, write_pieces
@@ -39,10 +40,11 @@ WARP = 32
 """Threads of a warp: a row takes this many in a pass run a warp per row (:mod:`gpu_stage.transform.device.warp`)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
-ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows")
+ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows", "deal_rows")
 """The kernels that make the rows' order with ``length`` (:mod:`gpu_stage.transform.device.order`),
 launched with :data:`THREADS` threads per block: three per batch for pass 1, and three more for
-pass 2 where its output comes in several pieces. ``arrival`` launches none."""
+pass 2 where its output comes in several pieces; ``balanced`` adds ``deal_rows`` to each three.
+``arrival`` launches none."""
 _MAX_VIEWS = 256
 WRITE_PIECE_BYTES = 12 << 20
 """Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
@@ -406,7 +408,7 @@ class CudaExecutor(Executor):
         if self.lane_order == "warp":
             a["order"] = a["classes"] = None
             self._warp_kernel("measure", threads)(-(-n * WARP // threads), threads, stream, *args, sizes)
-        elif self.lane_order != "length":
+        elif self.lane_order not in ORDERED_LANES:
             a["order"] = a["classes"] = None
             self.measure(-(-n // threads), threads, stream, *args, sizes)
         else:
@@ -435,9 +437,10 @@ class CudaExecutor(Executor):
         return self._warp_kernels[name]
 
     def _row_order(self, k: str, n: int, value_ends: Any, stream: Any) -> tuple[Any, Any]:
-        """Queue the making of the order pass 1's threads take the rows in (``length``), on the slot's stream.
+        """Queue the making of the order pass 1's threads take the rows in (``length``, ``balanced``).
 
-        Each row's length class, then the rows sorted by it; the classes are kept for pass 2.
+        Each row's length class, then the rows sorted by it (and dealt, with ``balanced``); the classes
+        are kept for pass 2.
         """
         order = self._device(k + "order", n, np.int64)
         blocks = -(-n // THREADS)
@@ -445,8 +448,17 @@ class CudaExecutor(Executor):
         counts, cursors = self._class_counts(k, 1, stream)
         self._ordering["length_classes"](blocks, THREADS, stream, value_ends, classes, counts)
         self._ordering["class_starts"](1, THREADS, stream, self._whole, counts, cursors)
-        self._ordering["place_rows"](blocks, THREADS, stream, classes, self._whole, cursors, order)
+        self._sort_rows(k, n, classes, self._whole, cursors, order, stream)
         return order, classes
+
+    def _sort_rows(self, k: str, n: int, classes: Any, bounds: Any, cursors: Any, order: Any, stream: Any) -> None:
+        """Each segment's rows into ``order`` by class; with ``balanced`` sorted apart, then dealt into ``order``."""
+        blocks = -(-n // THREADS)
+        dealt = self.lane_order == "balanced"
+        target = self._device(k + "sorted", n, np.int64) if dealt else order
+        self._ordering["place_rows"](blocks, THREADS, stream, classes, bounds, cursors, target)
+        if dealt:
+            self._ordering["deal_rows"](blocks, THREADS, stream, target, bounds, order)
 
     def _piece_order(self, handle: _Pass, bounds: I64) -> None:
         """Queue the making of pass 2's order: each piece's rows (``bounds``) in their own span, by length class.
@@ -460,7 +472,7 @@ class CudaExecutor(Executor):
         blocks = -(-n // THREADS)
         self._ordering["count_classes"](blocks, THREADS, stream, a["classes"], device_bounds, counts)
         self._ordering["class_starts"](-(-segments // THREADS), THREADS, stream, device_bounds, counts, cursors)
-        self._ordering["place_rows"](blocks, THREADS, stream, a["classes"], device_bounds, cursors, a["order"])
+        self._sort_rows(k, n, a["classes"], device_bounds, cursors, a["order"], stream)
 
     def _class_counts(self, k: str, segments: int, stream: Any) -> tuple[Any, Any]:
         """The slot's class counts and cursors for ``segments`` segments (whole buffers: launch parameters kept).

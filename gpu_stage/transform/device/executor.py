@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.transform.api import POLL_S, DeviceWait, LaneOrder
+from gpu_stage.transform.api import ORDERED_LANES, POLL_S, DeviceWait, LaneOrder
 from gpu_stage.transform.device import slots as layout
 from gpu_stage.transform.device.columns import I64, LaneInput
 from gpu_stage.transform.device.kernels import compile_lane
@@ -99,9 +99,10 @@ class Executor:
     (:mod:`gpu_stage.transform.device.warp`); 0: a thread per row. The output is the same."""
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
-    as they came; ``length``, rows of like body length side by side
-    (:mod:`gpu_stage.transform.device.order`); ``warp``, a warp per row in pass 1, built from
-    the ``-warp`` target (:mod:`gpu_stage.transform.device.warp`). The output is the same."""
+    as they came; ``length``, rows of like body length side by side, and ``balanced``, the same rows
+    dealt so that every warp holds about the same bytes (:mod:`gpu_stage.transform.device.order`);
+    ``warp``, a warp per row in pass 1, built from the ``-warp`` target
+    (:mod:`gpu_stage.transform.device.warp`). The output is the same."""
 
     def __init__(self) -> None:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
@@ -196,7 +197,7 @@ class CpuExecutor(Executor):
         """Pass 2's largest output piece, as the CUDA executor's (0: the whole output in one piece)."""
 
     def row_order(self, value_ends: I64) -> tuple[npt.NDArray[np.uint8], I64]:
-        """Each row's length class, and the rows sorted by it (the order of pass 1's threads with ``length``)."""
+        """Each row's length class, and the rows sorted by it, dealt with ``balanced`` (pass 1's order)."""
         n = len(value_ends)
         classes = np.zeros(n, dtype=np.uint8)
         order = np.empty(n, dtype=np.int64)
@@ -214,7 +215,12 @@ class CpuExecutor(Executor):
     def _place(self, classes: npt.NDArray[np.uint8], bounds: I64, counts: I32, order: I64) -> None:
         cursors = np.empty_like(counts)
         self.fns.class_starts(bounds, counts, cursors)
-        self.fns.place_rows(classes, bounds, cursors, order)
+        if self.lane_order != "balanced":
+            self.fns.place_rows(classes, bounds, cursors, order)
+            return
+        by_class = np.empty_like(order)
+        self.fns.place_rows(classes, bounds, cursors, by_class)
+        self.fns.deal_rows(by_class, bounds, order)
 
     def submit(self, li: LaneInput, n: int, slot: int) -> _CpuPass:
         """Pass 1, run here and now, on a copy of the values.
@@ -231,7 +237,7 @@ class CpuExecutor(Executor):
         sizes = np.zeros(n, dtype=np.int64)
         args = (values, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
-        if self.lane_order != "length":
+        if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
             fns.measure(*args, *rows, sizes)
             return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)

@@ -2,7 +2,8 @@
 
 Threads take rows grouped by body length class so that a warp's bodies end together. The order must
 be a permutation of the rows, grouped by class (within each of pass 2's pieces, for pass 2), and it
-must change no byte: ``length``, ``arrival`` and ``warp`` give the native core's output, in one piece or many.
+must change no byte: ``length``, ``balanced``, ``arrival`` and ``warp`` give the native core's output, in one
+piece or many.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from test_packed import assert_same_result
 
 from bench import corpus
 from gpu_stage import synth
-from gpu_stage.transform.api import LANE_ORDERS, TransformSettings
+from gpu_stage.transform.api import LANE_ORDERS, ORDERED_LANES, TransformSettings
 from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.device.columns import LaneInput
 from gpu_stage.transform.device.executor import CpuExecutor, piece_rows, write_pieces
 from gpu_stage.transform.device.lane import LaneTransform
 from gpu_stage.transform.device.merge import int_columns
-from gpu_stage.transform.device.order import CLASSES, length_class
+from gpu_stage.transform.device.order import CLASSES, WARP, dealt_slot, length_class
 from gpu_stage.transform.native import NativeBackend
 from gpu_stage.transform.packed import PackedBatch
 from llmpipe.errors import ConfigError
@@ -79,18 +80,51 @@ def test_pass_1_order_is_a_permutation_grouped_by_length_class(mixed: list[bytes
 
 
 def test_arrival_makes_no_order_and_length_keeps_it_for_pass_2() -> None:
-    """``arrival`` runs the kernels whose thread ``t`` takes row ``t``; ``length`` the ordered ones."""
+    """``arrival`` runs the kernels whose thread ``t`` takes row ``t``; ``length`` and ``balanced`` the ordered ones."""
     batch = synth.batch(synth.bodies(64))
     for order, lane in LANES.items():
         li = LaneInput.of(lane.native._core, batch, lane.executor.staging, int_columns(batch))
         handle = lane.executor.submit(li, len(batch), 0)
-        assert (handle.order is None, handle.classes is None) == (order != "length",) * 2
-        if order == "length":
+        assert (handle.order is None, handle.classes is None) == (order not in ORDERED_LANES,) * 2
+        if order in ORDERED_LANES:
             assert sorted(handle.order.tolist()) == list(range(64))
 
 
-def test_pass_2_order_sorts_each_piece_in_its_own_span(mixed: list[bytes]) -> None:
-    executor = LANES["length"].executor
+@pytest.mark.parametrize("m", [0, 1, 31, 32, 33, 63, 64, 65, 1000, 4096])
+def test_dealing_is_a_permutation_that_spreads_every_stretch_of_ranks(m: int) -> None:
+    slots = [dealt_slot(i, m) for i in range(m)]
+    assert sorted(slots) == list(range(m))
+    full = m // WARP
+    rest = m - full * WARP
+    assert slots[:rest] == list(range(full * WARP, m))  # the shortest fill the partial warp
+    for w in range(full):  # warp w holds one rank of each stretch of `full` like ranks, forth and back
+        ranks = sorted(i - rest for i in range(rest, m) if slots[i] // WARP == w)
+        assert [r // full for r in ranks] == list(range(WARP))
+        assert [r % full for r in ranks] == [w if t % 2 == 0 else full - 1 - w for t in range(WARP)]
+    assert [LANES["balanced"].executor.fns.dealt_slot(i, m) for i in range(m)] == slots
+
+
+def test_balanced_warps_hold_about_the_same_bytes(mixed: list[bytes]) -> None:
+    """Dealt, the heaviest warp holds far fewer bytes than by ``length`` or in ``arrival``; a permutation still."""
+    ends = _ends(mixed)
+    lengths = np.diff(ends, prepend=0)
+    n = len(mixed) // WARP * WARP  # the full warps (the partial one holds the shortest rows)
+    heaviest = {}
+    for name in ("arrival", "length", "balanced"):
+        classes, order = LANES[name].executor.row_order(ends) if name != "arrival" else (None, np.arange(len(mixed)))
+        assert sorted(order.tolist()) == list(range(len(mixed)))
+        if name == "balanced":  # the partial warp holds the shortest classes
+            assert classes[order[n:]].max() <= classes[order[:n]].min()
+        heaviest[name] = lengths[order][:n].reshape(-1, WARP).sum(axis=1)
+    # On this mix: heaviest warp 89 KB balanced (mean 68 KB), 126 KB in arrival order, 280 KB by length.
+    assert heaviest["balanced"].max() < 0.75 * heaviest["arrival"].max()
+    assert heaviest["balanced"].max() < 0.4 * heaviest["length"].max()
+    assert heaviest["balanced"].max() < 1.4 * heaviest["balanced"].mean() < heaviest["arrival"].max()
+
+
+@pytest.mark.parametrize("name", ORDERED_LANES)
+def test_pass_2_order_sorts_each_piece_in_its_own_span(mixed: list[bytes], name: str) -> None:
+    executor = LANES[name].executor
     classes, order = executor.row_order(_ends(mixed))
     n = len(mixed)
     bounds = np.array([0, 1, 400, 401, 1100, n], dtype=np.int64)
@@ -98,6 +132,9 @@ def test_pass_2_order_sorts_each_piece_in_its_own_span(mixed: list[bytes]) -> No
     for lo, hi in itertools.pairwise(bounds.tolist()):
         span = order[lo:hi]
         assert sorted(span.tolist()) == list(range(lo, hi))
+        if name == "balanced":  # sorted, then dealt within the span
+            slots = [dealt_slot(i, hi - lo) for i in range(hi - lo)]
+            span = span[slots]
         assert (np.diff(classes[span].astype(np.int64)) >= 0).all()
     # Used twice: the counts the first sort left are zero again.
     executor.piece_order(classes, bounds, order)
@@ -130,7 +167,7 @@ def test_either_order_gives_the_native_cores_bytes(mixed: list[bytes], piece_byt
             lane.executor.write_piece_bytes = 0
         assert lane.taken_rows - before > 0.9 * len(batch)
         sizes[order] = lane.measure(batch).tolist()
-    assert sizes["length"] == sizes["arrival"] == sizes["warp"]
+    assert sizes["length"] == sizes["balanced"] == sizes["arrival"] == sizes["warp"]
 
 
 @pytest.mark.parametrize("order", LANE_ORDERS)
@@ -155,31 +192,33 @@ def test_a_batch_of_one_length_and_of_empty_bodies() -> None:
 
 
 def test_the_lane_order_setting_reaches_the_executor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--lane-order`` / ``GPU_STAGE_LANE_ORDER``: arrival by default; a value not known is one line naming both."""
+    """``--lane-order`` / ``GPU_STAGE_LANE_ORDER``: balanced by default; a value not known is one line naming both."""
     from gpu_stage.settings import parse
 
-    assert parse([])[1].lane_order == TransformSettings().lane_order == "arrival"
+    assert parse([])[1].lane_order == TransformSettings().lane_order == "balanced"
     assert parse(["--lane-order", "length"])[1].lane_order == "length"
     monkeypatch.setenv("GPU_STAGE_LANE_ORDER", "length")
     assert parse([])[1].lane_order == "length"
     monkeypatch.setenv("GPU_STAGE_LANE_ORDER", "shortest")
     with pytest.raises(ConfigError) as refused:
         parse([])
-    must = "GPU_STAGE_LANE_ORDER (--lane-order) must be one of arrival, length, warp, not 'shortest'"
+    must = "GPU_STAGE_LANE_ORDER (--lane-order) must be one of arrival, length, balanced, warp, not 'shortest'"
     assert str(refused.value) == must
     assert LANES["arrival"].executor.lane_order == "arrival"
     assert LANES["length"].executor.lane_order == "length"
+    assert parse(["--lane-order", "arrival"])[1].lane_order == "arrival"
     assert parse(["--lane-order", "warp"])[1].lane_order == LANES["warp"].executor.lane_order == "warp"
 
 
 def test_the_benchmark_runs_the_orders_asked_for() -> None:
     from bench.__main__ import _as_order, parser
 
-    assert parser().parse_args([]).lane_orders == ["arrival"]
+    assert parser().parse_args([]).lane_orders == ["balanced"]
     assert parser().parse_args(["--lane-orders", "arrival,length"]).lane_orders == ["arrival", "length"]
     with pytest.raises(SystemExit):
         parser().parse_args(["--lane-orders", "length,shortest"])
     entry = {"engine": "gpu_stage-gpu-packed", "records_per_s": 1.0}
     assert _as_order(entry, "length")["engine"] == "gpu_stage-gpu-packed-length"
-    assert _as_order(entry, "arrival") == entry | {"lane_order": "arrival"}
+    assert _as_order(entry, "arrival")["engine"] == "gpu_stage-gpu-packed-arrival"
+    assert _as_order(entry, "balanced") == entry | {"lane_order": "balanced"}
     assert _as_order(entry, None) == entry
