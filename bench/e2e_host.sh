@@ -23,7 +23,7 @@
 # throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
 # workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
 # LANE_PAIRS (default 0) adds that many pairs of GPU throughput runs, the workers' --lane-order arrival then
-# warp; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block. The GPU
+# balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block. The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
 # MPS=1 runs every GPU worker under CUDA MPS: a control daemon started here (pipe and log folders under
 # MPS_DIR, default /tmp/llmpipe-mps) and stopped at the end, so that the workers' kernels share the device
@@ -102,7 +102,7 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     # One start compiles the kernels into the cache the workers load them from (else each compiles them):
     # the workers' lane order (GPU_STAGE_LANE_ORDER, else the lane's default), or both orders for LANE_PAIRS.
     orders=${GPU_STAGE_LANE_ORDER:-$(python -c "from gpu_stage.transform import TransformSettings as T; print(T.lane_order)")}
-    [ "${LANE_PAIRS:-0}" -gt 0 ] && orders="arrival warp"
+    [ "${LANE_PAIRS:-0}" -gt 0 ] && orders="arrival balanced"
     python -c "import sys; from gpu_stage import synth; from gpu_stage.transform import TransformSettings
 from gpu_stage.transform.gpu import GpuBackend
 for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse(synth.batch(synth.bodies(64)))" \

@@ -508,7 +508,7 @@ COST_PAIRS = {
     "compression": ("lz4", "none"),
     "partition_by": PARTITION_BY_PAIR,
     "fetch_backoff_ms": FETCH_BACKOFF_PAIR,
-    "lane_order": ("arrival", "warp"),
+    "lane_order": ("arrival", "balanced"),
     "device_wait": ("driver", "block"),
 }
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""

@@ -188,10 +188,11 @@ def test_a_fetch_backoff_pair_names_the_setting_it_changed(capsys: pytest.Captur
     new = {"fetch_backoff_ms": 10, "records_per_s": 1000.0, "workers_cpu_us_per_record": 12.0}
     assert cost_ratios(base, new) == {"rate_ratio": 1.25, "workers_cpu_ratio": 1.0}
     assert capsys.readouterr().out.startswith("fetch_backoff_ms 10 / 1000: ")
-    assert (COST_PAIRS["lane_order"], COST_PAIRS["device_wait"]) == (("arrival", "warp"), ("driver", "block"))
-    arrival, warp = {"lane_order": "arrival", "records_per_s": 4.0}, {"lane_order": "warp", "records_per_s": 5.0}
-    assert cost_ratios(arrival, warp) == {"rate_ratio": 1.25}
-    assert capsys.readouterr().out.startswith("lane_order warp / arrival: ")
+    assert (COST_PAIRS["lane_order"], COST_PAIRS["device_wait"]) == (("arrival", "balanced"), ("driver", "block"))
+    arrival = {"lane_order": "arrival", "records_per_s": 4.0}
+    balanced = {"lane_order": "balanced", "records_per_s": 5.0}
+    assert cost_ratios(arrival, balanced) == {"rate_ratio": 1.25}
+    assert capsys.readouterr().out.startswith("lane_order balanced / arrival: ")
 
 
 def test_the_step_means_skip_workers_without_a_step() -> None:
