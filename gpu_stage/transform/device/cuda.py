@@ -27,7 +27,7 @@ from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
 from gpu_stage.transform.device.executor import Executor, piece_rows, wait_for, write_pieces
 from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
-from gpu_stage.transform.device.order import CLASSES, WHOLE_BATCH
+from gpu_stage.transform.device.order import CLASSES, WARP, WHOLE_BATCH
 from gpu_stage.transform.device.tables import ContentTables
 from gpu_stage.transform.stages import StageClock
 from llmpipe.errors import ConfigError
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 THREADS = 128
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
-WARP = 32
-"""Threads of a warp: a row takes this many in a pass run a warp per row (:mod:`gpu_stage.transform.device.warp`)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
 ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows", "deal_rows")

@@ -36,6 +36,9 @@ from __future__ import annotations
 
 from typing import Any
 
+if "LANES" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
+    from gpu_stage.transform.device.warp import LANES
+
 
 def _plain(fn: Any) -> Any:
     return fn
@@ -52,8 +55,8 @@ SMALLEST_OCTAVE = 5
 CLASSES = 64
 """Length classes: four per octave from 32 bytes up; the last one also holds every body of 2 MiB
 and more (a body over the lane's size limit is not walked at all)."""
-WARP = 32
-"""Threads of a warp: the unit :func:`deal_rows` balances."""
+WARP = LANES
+"""Threads of a warp (:data:`gpu_stage.transform.device.warp.LANES`): the unit :func:`deal_rows` balances."""
 WHOLE_BATCH = (0, 1 << 62)
 """Segment bounds of a single segment holding every row of a batch (pass 1's)."""
 
