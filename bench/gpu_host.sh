@@ -130,11 +130,14 @@ fi
 if [ "$what" = real ]; then
     # The device lane's target on the real-shaped corpus (the harness's default) and, in its own run, on
     # the generated ~1 KB bodies: 1 M bodies, 100 k packed batches, gpu_stage's native core on one thread,
-    # every peer on all cores.
-    step python -m bench --records 1000000 --corpus real --backends gpu,cpu --input packed \
-        --batch-size 100000 --native-threads 1 --out "$out/bench-real-h200.json" > "$out/gpu-peers-real-h200.log" 2>&1
+    # every peer on all cores; the lane in each of REAL_LANE_ORDERS (default: arrival, the baseline, and
+    # balanced, the default) in the same run.
+    orders=${REAL_LANE_ORDERS:-arrival,balanced}
+    step python -m bench --records 1000000 --corpus real --backends gpu,cpu --input packed --lane-orders "$orders" \
+        --batch-size 100000 --native-threads 1 --out "$out/bench-real-orders-h200.json" > "$out/gpu-peers-real-h200.log" 2>&1
     step python -m bench --records 1000000 --corpus generated --sizes 1024:1 --backends gpu,cpu --input packed \
-        --batch-size 100000 --native-threads 1 --out "$out/bench-1k-h200.json" > "$out/gpu-peers-1k-h200.log" 2>&1
+        --lane-orders "$orders" --batch-size 100000 --native-threads 1 --out "$out/bench-1k-orders-h200.json" \
+        > "$out/gpu-peers-1k-h200.log" 2>&1
 fi
 if [ "$what" = warp-prep ]; then
     # What the warp modes need, made once per host so that each of them fits one call: the real-shaped
