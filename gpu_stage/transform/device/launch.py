@@ -157,13 +157,16 @@ def kernel_resources(launch: DirectLaunch, threads: int) -> dict[str, int | None
 
     The lane's kernels walk one body per thread and mostly wait on memory, so the warps an SM keeps
     resident (bounded by the registers each thread takes) are what hide that wait. Read from
-    numba-cuda's compiled kernel and the driver's occupancy query; None before the first launch, or
-    where numba-cuda lacks these (a simulator, an older release).
+    numba-cuda's compiled kernel (the one launched directly, else the only one) and the driver's
+    occupancy query; None before the first launch, or where numba-cuda lacks these (a simulator, an
+    older release), with a warning that says why once it has launched.
     """
     overloads = list(getattr(launch.dispatcher, "overloads", {}).values())
-    if len(overloads) != 1:
+    kernel = launch._kernel if launch._kernel is not None else overloads[0] if len(overloads) == 1 else None
+    if kernel is None:
+        if overloads:  # compiled for several argument types, none launched directly: which one ran is unclear
+            log.warning("no resources for kernel %s: %d overloads", _name(launch), len(overloads))
         return None
-    kernel = overloads[0]
     try:
         cufunc = kernel._codelibrary.get_cufunc()
         context = importlib.import_module("numba.cuda").current_context()
@@ -181,9 +184,14 @@ def kernel_resources(launch: DirectLaunch, threads: int) -> dict[str, int | None
             "max_warps_per_sm": _device_attribute(device, "MAX_THREADS_PER_MULTIPROCESSOR", 32),
             "sms": _device_attribute(device, "MULTIPROCESSOR_COUNT"),
         }
-    except (AttributeError, ImportError, TypeError) as exc:
-        log.info("no resources for kernel %s: %s", getattr(kernel, "entry_name", "?"), exc)
+    except Exception as exc:  # a report only: whatever numba-cuda or the driver raises leaves it out, said why
+        log.warning("no resources for kernel %s: %s: %s", _name(launch), type(exc).__name__, exc)
         return None
+
+
+def _name(launch: DirectLaunch) -> str:
+    """The kernel's Python name, for the log."""
+    return str(getattr(getattr(launch.dispatcher, "py_func", None), "__name__", "?"))
 
 
 def _code_bytes(kernel: Any) -> int | None:

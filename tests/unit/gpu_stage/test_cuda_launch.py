@@ -7,6 +7,7 @@ bytes they write.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,6 +126,22 @@ def test_no_kernel_resources_before_the_first_launch_or_without_numbas_internals
     two, _, _ = _direct(kernel, overloads=2)
     two(1, 128, "s", DeviceArray(100))
     assert kernel_resources(two, 128) is None  # which of two overloads ran is not known
+
+
+def test_missing_kernel_resources_say_why(caplog: Any) -> None:
+    """Once launched, a kernel whose resources cannot be read is named in a warning with the reason."""
+    kernel = Kernel((ArrayType("int64"),))
+    launch, _, _ = _direct(kernel)
+    launch(1, 128, "s", DeviceArray(100))
+    two, _, _ = _direct(kernel, overloads=2)
+    two(1, 128, "s", DeviceArray(100))
+    with caplog.at_level(logging.WARNING, logger="gpu_stage.transform.device.launch"):
+        assert kernel_resources(launch, 128) is None
+        assert kernel_resources(two, 128) is None
+    reasons = [r.getMessage() for r in caplog.records]
+    assert len(reasons) == 2
+    assert "AttributeError" in reasons[0]  # the stand-in has no compiled code library
+    assert reasons[1].endswith(": 2 overloads")
 
 
 def test_the_resources_name_each_pass_kernel_and_each_warp_per_row_kernel(monkeypatch: Any) -> None:
