@@ -102,7 +102,7 @@ if [ "${GPU_WORKERS:-8}" -gt 0 ]; then
     # One start compiles the kernels into the cache the workers load them from (else each compiles them):
     # the workers' lane order (GPU_STAGE_LANE_ORDER, else the lane's default), or both orders for LANE_PAIRS.
     orders=${GPU_STAGE_LANE_ORDER:-$(python -c "from gpu_stage.transform import TransformSettings as T; print(T.lane_order)")}
-    [ "${LANE_PAIRS:-0}" -gt 0 ] && orders="arrival balanced"
+    [ "${LANE_PAIRS:-0}" -gt 0 ] && orders=$(python -c "from bench.e2e_worker import COST_PAIRS; print(*COST_PAIRS['lane_order'])")
     python -c "import sys; from gpu_stage import synth; from gpu_stage.transform import TransformSettings
 from gpu_stage.transform.gpu import GpuBackend
 for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse(synth.batch(synth.bodies(64)))" \

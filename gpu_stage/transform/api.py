@@ -27,6 +27,8 @@ LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "balanced", "warp")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""
 ORDERED_LANES: tuple[LaneOrder, ...] = ("length", "balanced")
 """The orders whose threads take row ``order[t]`` (the ordered kernels), ``order`` made on the device."""
+DEALT_LANES: tuple[LaneOrder, ...] = ("balanced",)
+"""The ordered lanes whose sorted rows are then dealt round the warps (``order.deal_rows``)."""
 DeviceWait = Literal["driver", "poll", "block"]
 DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll", "block")
 """How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.transform.api import ORDERED_LANES
+from gpu_stage.transform.api import DEALT_LANES, ORDERED_LANES
 from gpu_stage.transform.device import slots
 from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
 from gpu_stage.transform.device.executor import Executor, piece_rows, wait_for, write_pieces
@@ -452,7 +452,7 @@ class CudaExecutor(Executor):
     def _sort_rows(self, k: str, n: int, classes: Any, bounds: Any, cursors: Any, order: Any, stream: Any) -> None:
         """Each segment's rows into ``order`` by class; with ``balanced`` sorted apart, then dealt into ``order``."""
         blocks = -(-n // THREADS)
-        dealt = self.lane_order == "balanced"
+        dealt = self.lane_order in DEALT_LANES
         target = self._device(k + "sorted", n, np.int64) if dealt else order
         self._ordering["place_rows"](blocks, THREADS, stream, classes, bounds, cursors, target)
         if dealt:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.transform.api import ORDERED_LANES, POLL_S, DeviceWait, LaneOrder
+from gpu_stage.transform.api import DEALT_LANES, ORDERED_LANES, POLL_S, DeviceWait, LaneOrder
 from gpu_stage.transform.device import slots as layout
 from gpu_stage.transform.device.columns import I64, LaneInput
 from gpu_stage.transform.device.kernels import compile_lane
@@ -215,7 +215,7 @@ class CpuExecutor(Executor):
     def _place(self, classes: npt.NDArray[np.uint8], bounds: I64, counts: I32, order: I64) -> None:
         cursors = np.empty_like(counts)
         self.fns.class_starts(bounds, counts, cursors)
-        if self.lane_order != "balanced":
+        if self.lane_order not in DEALT_LANES:
             self.fns.place_rows(classes, bounds, cursors, order)
             return
         by_class = np.empty_like(order)
