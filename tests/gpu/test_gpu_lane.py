@@ -317,6 +317,29 @@ def test_kernels_after_the_first_launch_go_to_the_driver_directly() -> None:
     assert executor.write.direct > 3 * len(raws)
 
 
+@pytest.mark.parametrize("order", ["arrival", "balanced"])
+def test_the_pass_kernels_resources_are_read_from_the_driver(order: str) -> None:
+    """Once launched, each pass's kernel has a whole resources report (what the benchmarks write as
+    ``kernels``): its registers, machine code and the blocks an SM keeps resident, consistent with
+    each other."""
+    from dataclasses import replace
+
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+
+    fresh = LaneTransform(replace(WIDE, lane_order=order), CudaExecutor)
+    _run(fresh, NativeBackend(WIDE), synth.batch(synth.bodies(2_000)))
+    found = fresh.executor.kernel_resources()
+    names = ("measure", "write") if order == "arrival" else ("measure_ordered", "write_ordered")
+    assert set(names) <= set(found)
+    for name in names:
+        report = found[name]
+        assert report["code_bytes"] and report["sms"] and report["max_warps_per_sm"]
+        threads = report["blocks_per_sm"] * report["threads_per_block"]
+        assert 0 < threads * report["registers_per_thread"] <= 65_536  # an SM's register file holds them
+        assert report["warps_per_sm"] <= report["max_warps_per_sm"]
+
+
 @pytest.mark.parametrize("order", ["length", "balanced", "arrival", "warp"])
 def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
     """Bodies of 400 B to 32 KB: threads taking the rows by length class (pass 1, and each of pass 2's

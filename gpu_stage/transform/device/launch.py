@@ -198,11 +198,13 @@ def _code_bytes(kernel: Any) -> int | None:
     """Bytes of the kernel's machine code (its cubin) as built, or None where numba-cuda holds none.
 
     A kernel larger than an SM's instruction caches stalls on fetching instructions; read from the
-    built cubin only, never compiled anew for this.
+    built cubin only (bytes, or a ``cuda.core`` ``ObjectCode`` holding them), never compiled anew
+    for this.
     """
     built = getattr(getattr(kernel, "_codelibrary", None), "_cubin_cache", None) or {}
     cubin = next(iter(built.values()), None)
-    return None if cubin is None else len(cubin)
+    code = getattr(cubin, "code", cubin)  # newer numba-cuda keeps a cuda.core ObjectCode, its bytes in .code
+    return len(code) if isinstance(code, (bytes, bytearray, memoryview)) else None
 
 
 def _device_attribute(device: Any, name: str, per: int = 1) -> int | None:

@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
+from gpu_stage.transform.device.launch import DirectLaunch, _code_bytes, kernel_resources
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,26 @@ def test_missing_kernel_resources_say_why(caplog: Any) -> None:
     assert len(reasons) == 2
     assert "AttributeError" in reasons[0]  # the stand-in has no compiled code library
     assert reasons[1].endswith(": 2 overloads")
+
+
+class ObjectCode:
+    """cuda.core's compiled code as newer numba-cuda keeps it: the cubin's bytes under ``code``."""
+
+    def __init__(self, code: bytes) -> None:
+        self.code = code
+
+
+def test_code_bytes_read_a_plain_cubin_and_cuda_cores_object_code() -> None:
+    """The machine code's size, whichever form numba-cuda keeps it in; None where it keeps none."""
+
+    def built(cubin: Any) -> Any:
+        library = type("Library", (), {"_cubin_cache": {} if cubin is None else {"sm_90": cubin}})()
+        return type("Kernel", (), {"_codelibrary": library})()
+
+    assert _code_bytes(built(b"\x7fELF" + bytes(96))) == 100
+    assert _code_bytes(built(ObjectCode(bytes(4096)))) == 4096
+    assert _code_bytes(built(None)) is None
+    assert _code_bytes(built(ObjectCode(None))) is None  # type: ignore[arg-type]
 
 
 def test_the_resources_name_each_pass_kernel_and_each_warp_per_row_kernel(monkeypatch: Any) -> None:
