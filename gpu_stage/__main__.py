@@ -62,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             native_threads=settings.native_threads,
             gpu_min_batch=settings.gpu_min_batch,
             lane_order=settings.lane_order,
+            lane_registers=settings.lane_registers,
             device_wait=settings.device_wait,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)

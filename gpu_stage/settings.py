@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS, DeviceWait, LaneOrder, default_kernel_cache
+from gpu_stage.transform.api import (
+    DEVICE_WAITS,
+    LANE_ORDERS,
+    LANE_REGISTERS,
+    DeviceWait,
+    LaneOrder,
+    default_kernel_cache,
+)
 from llmpipe.content_schema import load_content_schema
 from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import FETCH_QUEUE_BACKOFF_MS, TXN_RETRY_BACKOFF_MS, KafkaSettings
@@ -76,6 +83,7 @@ class WorkerSettings:
     native_threads: int | None = None
     gpu_min_batch: int = 2_000
     lane_order: LaneOrder = "balanced"
+    lane_registers: int = 0
     device_wait: DeviceWait = "driver"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -265,6 +273,17 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         w,
+        "--lane-registers",
+        "GPU_STAGE_LANE_REGISTERS",
+        default=_default("lane_registers"),
+        type=Bounded(int, *LANE_REGISTERS, or_zero=True),
+        help="gpu backend: registers per thread that the device lane's pass 1 may take, so that more of its "
+        "warps stay resident (values spill to local memory); 0: the compiler's choice. Measured per host and "
+        "traffic: on an H100, 96 took real-shaped bodies 1.06x as fast, bodies of one template about 0.89x. "
+        "Each value is compiled once into the kernel cache. The output is the same",
+    )
+    env_option(
+        w,
         "--device-wait",
         "GPU_STAGE_DEVICE_WAIT",
         default=_default("device_wait"),
@@ -399,6 +418,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         native_threads=args.native_threads,
         gpu_min_batch=args.gpu_min_batch,
         lane_order=args.lane_order,
+        lane_registers=args.lane_registers,
         device_wait=args.device_wait,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,

@@ -340,6 +340,30 @@ def test_the_pass_kernels_resources_are_read_from_the_driver(order: str) -> None
         assert report["warps_per_sm"] <= report["max_warps_per_sm"]
 
 
+@pytest.mark.parametrize("order", ["arrival", "balanced"])
+def test_a_register_cap_builds_pass_1_apart_and_changes_no_byte(order: str) -> None:
+    """``lane_registers`` 96: pass 1's kernel takes at most 96 registers per thread, so more of its blocks
+    stay resident than uncapped, and 20 k real-shaped bodies come out as the native core writes them."""
+    from dataclasses import replace
+
+    from bench import real_corpus
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+
+    capped = LaneTransform(replace(WIDE, lane_order=order, lane_registers=96), CudaExecutor)
+    plain = LaneTransform(replace(WIDE, lane_order=order), CudaExecutor)
+    native = NativeBackend(WIDE)
+    raw = _split(real_corpus.generate(20_000).values, [20_000])[0]
+    for lane in (capped, plain):
+        taken, _ = _run(lane, native, raw)
+        assert taken > 0.95 * len(raw)
+    name = "measure" if order == "arrival" else "measure_ordered"
+    mine, theirs = capped.executor.kernel_resources()[name], plain.executor.kernel_resources()[name]
+    assert mine["registers_per_thread"] <= 96 < theirs["registers_per_thread"]
+    assert mine["blocks_per_sm"] > theirs["blocks_per_sm"]
+    assert capped.executor.measure_registers == 96 and plain.executor.measure_registers is None
+
+
 @pytest.mark.parametrize("order", ["length", "balanced", "arrival", "warp"])
 def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
     """Bodies of 400 B to 32 KB: threads taking the rows by length class (pass 1, and each of pass 2's

@@ -181,14 +181,27 @@ class CudaExecutor(Executor):
 
     @property
     def measure_registers(self) -> int | None:
-        """Pass 1's kernel's register cap per thread (None: the compiler's choice); see :meth:`_capped`."""
+        """Pass 1's kernels' register cap per thread (None: the compiler's choice).
+
+        A thread's registers bound the warps an SM keeps resident, and those hide the walk's memory
+        waits; a cap raises residency at the price of spills to local memory, so it is measured, not
+        assumed (``TransformSettings.lane_registers``). The capped kernels come from a build of the
+        lane with that cap (:func:`compile_lane`), cached like the default one; the ``warp`` order's
+        kernel is compiled anew with it (see :meth:`_capped`).
+        """
         return self._register_caps["measure"]
 
     @measure_registers.setter
     def measure_registers(self, cap: int | None) -> None:
-        self.measure = self._capped("measure", cap)
-        self.measure_ordered = self._capped("measure_ordered", cap)
+        self._register_caps["measure"] = self._register_caps["measure_ordered"] = cap
+        built = compile_lane("cuda", self._cache, cap or 0)
+        self.measure = DirectLaunch(built.measure)
+        self.measure_ordered = DirectLaunch(built.measure_ordered)
         self._warp_kernels.pop("measure", None)  # made anew, with the cap, at its next launch
+
+    def cap_registers(self, registers: int) -> None:
+        """Pass 1 from the lane's build with this register cap (``TransformSettings.lane_registers``)."""
+        self.measure_registers = registers
 
     @property
     def write_registers(self) -> int | None:

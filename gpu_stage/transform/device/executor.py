@@ -108,6 +108,12 @@ class Executor:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
         self._held: dict[str, npt.NDArray[Any]] = {}
 
+    def cap_registers(self, registers: int) -> None:
+        """Run pass 1 from a build whose kernels take at most ``registers`` per thread.
+
+        ``TransformSettings.lane_registers``; nothing to cap on the CPU.
+        """
+
     def _host(self, name: str, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """A host buffer of at least ``size`` items kept under ``name``; it grows by half when too small."""
         held = self._held.get(name)

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from gpu_stage.transform.api import LANE_REGISTERS
 from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,8 @@ DEFAULT_OUTLINE = ("escape_code", "member", "scan_number", "scan_string", "skip_
 """The functions kept out of line unless :data:`OUTLINE_ENV` says otherwise: on the H200, pass 1 over
 real-shaped bodies ran 1.21x as fast with these five out of line as with all inlined (the same bytes
 out), and 1.05x as fast as with ``scan_string,skip_value`` alone."""
+PASS_1_KERNELS = ("measure", "measure_ordered")
+"""The kernels a build's register cap applies to (:func:`compile_lane`'s ``registers``)."""
 TARGETS = ("cpu", "cuda", "cpu-warp", "cuda-warp")
 """``cpu`` (numba.njit) and ``cuda`` (numba.cuda): one thread per body. ``cuda-warp``: a warp per body,
 strings read by its 32 threads together (:mod:`gpu_stage.transform.device.warp`); ``cpu-warp``: the same code on
@@ -48,25 +51,32 @@ _SOURCES = (
 
 
 @functools.cache
-def compile_lane(target: str, cache: Path | None = None) -> SimpleNamespace:
+def compile_lane(target: str, cache: Path | None = None, registers: int = 0) -> SimpleNamespace:
     """The lane's functions compiled for ``target``, once per process: see :data:`TARGETS`.
 
     numba compiles each function on its first call; the content schema is data (:class:`ContentTables`),
     so one compilation serves every schema. With ``cache`` the compiled code is kept on disk between
     processes (a worker then starts in about a second instead of tens): see :func:`_cached_namespace`.
+    ``registers`` (``cuda`` only; 0: the compiler's choice) caps the registers per thread of pass 1's
+    kernels (:data:`PASS_1_KERNELS`); each cap is a build of its own, cached apart.
     """
     if target not in TARGETS:
         msg = f"unknown lane target {target!r}"
         raise ConfigError(msg)
+    if registers and not (target == "cuda" and LANE_REGISTERS[0] <= registers <= LANE_REGISTERS[1]):
+        msg = f"a register cap of {registers} for lane target {target!r}"
+        raise ConfigError(msg)
     if cache is not None:
         try:
-            return _compile(target, _cached_namespace(target, cache))
+            return _compile(target, _cached_namespace(target, cache, registers), registers)
         except Exception as exc:  # an unwritable folder, a numba without caching: compile as before
             log.warning("device lane kernels not cached in %s: %s", cache, exc)
-    return _compile(target, {"__name__": f"gpu_stage.transform.device.compiled_{target.replace('-', '_')}"})
+    suffix = f"_r{registers}" if registers else ""
+    return _compile(target, {"__name__": f"gpu_stage.transform.device.compiled_{target.replace('-', '_')}{suffix}"},
+                    registers)  # fmt: skip
 
 
-def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
+def _compile(target: str, ns: dict[str, Any], registers: int = 0) -> SimpleNamespace:
     """Execute the lane's sources into ``ns`` with ``target``'s decorators (cached ones when ``ns`` says so)."""
     folder = ns.get("_cache")
     ns["LANE_STEPS"] = target.endswith("-warp")
@@ -84,7 +94,8 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
             lines = {"lineinfo": True} if _lineinfo() else {}
             _keep_out_of_line(ns["__name__"], lane_outline())
             # Kernels are cached whole (their device functions are compiled into them).
-            kernel = cuda.jit(cache=True, **lines) if folder is not None else cuda.jit(**lines)
+            caps = dict.fromkeys(PASS_1_KERNELS, registers) if registers else {}
+            kernel = _kernel_decorator(cuda, folder is not None, caps, lines)
             ns.update(jit=cuda.jit(device=True, **lines), kernel=kernel)
             exec(_GRID_SOURCE, ns)
             device = ["atomic_add", "lane_start", "lane_step"]
@@ -99,19 +110,29 @@ def _compile(target: str, ns: dict[str, Any]) -> SimpleNamespace:
     return SimpleNamespace(**ns)
 
 
-def _cached_namespace(target: str, cache: Path) -> dict[str, Any]:
+def _kernel_decorator(cuda: Any, cached: bool, caps: dict[str, int], lines: dict[str, bool]) -> Callable[..., Any]:
+    """numba-cuda's ``jit`` for a kernel, with its register cap from ``caps`` (by the function's name) if any."""
+
+    def kernel(fn: Any) -> Any:
+        cap = {"max_registers": caps[fn.__name__]} if fn.__name__ in caps else {}
+        return cuda.jit(cache=cached, **cap, **lines)(fn)
+
+    return kernel
+
+
+def _cached_namespace(target: str, cache: Path, registers: int = 0) -> dict[str, Any]:
     """A fresh module for the lane's functions, registered under a name keyed by everything they compile from.
 
     numba keys a cached function by its source file's time stamp only, but a lane kernel compiles
-    in functions of other files: so each version of the lane's sources (and of numba, Python and
-    the target) gets a folder of its own. The functions must belong to an importable module for
+    in functions of other files: so each version of the lane's sources (and of numba, Python, the
+    target and its register cap) gets a folder of its own. The functions must belong to an importable module for
     numba to store and load them, hence the entry in ``sys.modules``.
     """
     import numba
 
     digest = hashlib.sha256()
     sources = (_HERE / s for s in (*_SOURCES, "kernels.py"))
-    for part in (target, _lineinfo(), lane_outline(), numba.__version__, sys.version, *sources):
+    for part in (target, registers, _lineinfo(), lane_outline(), numba.__version__, sys.version, *sources):
         digest.update(part.read_bytes() if isinstance(part, Path) else str(part).encode())
     key = digest.hexdigest()[:16]
     folder = cache / f"lane-{target}-{key}"

@@ -63,6 +63,8 @@ class LaneTransform:
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
         self.executor.lane_order = settings.lane_order
         self.executor.device_wait = settings.device_wait
+        if settings.lane_registers:
+            self.executor.cap_registers(settings.lane_registers)
         self.taken_rows = 0
         self.rows = 0
         self.min_rows = settings.gpu_min_batch
