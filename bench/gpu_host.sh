@@ -4,7 +4,7 @@
 # bodies (the GPU ones on at most 2 CPU cores), and the peer table with its batch-size sweep.
 # Needs cuDF importable (and the native core installed).
 # Packed batches (contiguous buffers, as a fetch delivers them) streamed through the device lane: `packed`.
-# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|outline|candidates|peers|all]   (logs, JSON and the PNG land in OUTDIR)
+# Usage: bench/gpu_host.sh OUTDIR [tests|lane-tests|transform|packed|headroom|timeline|threads|registers|caps|bodies|packed-peers|peers-1k|real|warp-prep|warp|warp-1k|warp-tests|longest|trees|source|warp-source|stalls|outline|candidates|peers|all]   (logs, JSON and the PNG land in OUTDIR)
 set -uo pipefail
 out=${1:?usage: bench/gpu_host.sh OUTDIR [MODE] (the modes: the Usage line at the top of the script)}
 what=${2:-all}
@@ -106,6 +106,25 @@ if [ "$what" = registers ]; then
         # shellcheck disable=SC2086  # knob is empty or an option and its value
         step two_cores python -m bench.lane_timeline --corpus-in "$corpus_file" --records 800000 $knob \
             --out "$out/lane-timeline-registers-$run-${cap/-/auto}-h200.json" >> "$out/lane-timeline-registers-h200.log" 2>&1
+    done
+fi
+if [ "$what" = caps ]; then
+    # Whether a register cap on pass 1 (--lane-registers) pays on this host: the device lane alone on
+    # RECORDS real-shaped bodies, then as many generated ~1 KB ones, each run a process of its own,
+    # capped (REGISTER_CAPS) and the compiler's choice ("-") in turn. Each cap's build is cached.
+    records=${RECORDS:-500000}
+    real_corpus "$records"
+    run=0
+    for corpus in real generated; do
+        source_args=$([ "$corpus" = real ] && echo "--corpus-in $real_file" || echo "--corpus generated --sizes 1024:1")
+        for cap in ${REGISTER_CAPS:-- 96 - 96}; do
+            run=$((run + 1))
+            knob=$([ "$cap" = - ] && echo "" || echo "--measure-registers $cap")
+            # shellcheck disable=SC2086  # source_args and knob are options and their values
+            step python -m bench --records "$records" $source_args --backends gpu --peers "" --input packed \
+                --batch-size 100000 --native-threads 1 $knob \
+                --out "$out/bench-caps-$run-$corpus-${cap/-/none}-h200.json" >> "$out/bench-caps-h200.log" 2>&1
+        done
     done
 fi
 if [ "$what" = bodies ]; then
