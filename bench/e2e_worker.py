@@ -283,6 +283,11 @@ def check_keys(kafka: KafkaSettings, typed: str, dlq: str, records: int) -> dict
     }
 
 
+LANE_ENV = ("GPU_STAGE_LANE_ORDER", "GPU_STAGE_LANE_REGISTERS", "GPU_STAGE_DEVICE_WAIT", "GPU_STAGE_LANE_OUTLINE")
+"""The device lane's settings the workers may take from this process's environment, kept in the result
+(a whitelist: other ``GPU_STAGE_`` variables may hold secrets)."""
+
+
 def common_result(
     args: argparse.Namespace, codes: list[int], per_worker: list[dict[str, float]], check: dict[str, int]
 ) -> dict[str, Any]:
@@ -298,6 +303,7 @@ def common_result(
         "fetch_backoff_ms": None if args.fetch_backoff_ms < 0 else args.fetch_backoff_ms,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
         "consumer_config": args.consumer_config,
+        "lane_env": {name: os.environ[name] for name in LANE_ENV if name in os.environ},
         "lane_order": args.lane_order or None, "device_wait": args.device_wait or None,
         "worker_tree": args.worker_tree or None,
         "worker_revision": _revision(args.worker_tree or "."),

@@ -216,3 +216,22 @@ def test_each_cost_pair_has_its_compare_option(monkeypatch: pytest.MonkeyPatch) 
     for flag in flags:
         assert e2e_worker.main([flag, "2"]) == 0
     assert asked == [(option, 2) for option in e2e_worker.COST_PAIRS]
+
+
+def test_the_result_keeps_the_lane_settings_the_workers_take_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Workers inherit ``GPU_STAGE_*``: the lane's settings among them go into the result, nothing else."""
+    import argparse
+
+    from bench import e2e_worker
+
+    p = argparse.ArgumentParser()
+    e2e_worker.add_run_options(p, records=10, batch_records=5, batch_wait_ms=1)
+    monkeypatch.setenv("GPU_STAGE_LANE_REGISTERS", "96")
+    monkeypatch.setenv("GPU_STAGE_PRODUCER_CONFIG", "sasl.password=secret")
+    monkeypatch.delenv("GPU_STAGE_LANE_ORDER", raising=False)
+    check = {"missing": 0, "duplicates": 0, "unexpected": 0}
+    result = e2e_worker.common_result(p.parse_args([]), [0], [], check)
+    assert result["lane_env"] == {"GPU_STAGE_LANE_REGISTERS": "96"}
+    assert "secret" not in str(result)
