@@ -33,6 +33,9 @@
 # GPU_MIN_BATCH (default: the worker's) is the GPU latency workers' --gpu-min-batch. KEEP_BROKER=1 leaves the broker
 # running at the end (a later call on the same host reuses it, warm).
 # PARTITIONS (default 24) is the raw and typed topics' partition count of every run (e.g. 32 for 16 workers).
+# The broker takes the stack's settings from its environment too: STACK_KAFKA_NETWORK_THREADS and
+# STACK_KAFKA_IO_THREADS (Kafka's defaults 3 and 8) size its request threads, when it starts (a kept
+# broker keeps its own); e2e.log names the broker's values.
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
@@ -43,6 +46,7 @@ python -m stack up --dir "$stack_dir" --port 29092 --heap-mb 4096 --full-jit --r
     tail -20 "$out/e2e.log"; exit 1; }
 status=0
 broker_pid=$(cat "$stack_dir/broker.pid")
+grep -E '^num\.(network|io)\.threads=' "$stack_dir/server.properties" >> "$out/e2e.log"
 if [ "${MPS:-0}" = 1 ]; then
     export CUDA_MPS_PIPE_DIRECTORY=${MPS_DIR:-/tmp/llmpipe-mps}/pipe CUDA_MPS_LOG_DIRECTORY=${MPS_DIR:-/tmp/llmpipe-mps}/log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

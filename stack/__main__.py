@@ -72,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="let the broker's JVM optimize fully (throughput runs; slower start)")
     env_option(parser, "--gc-pause-ms", "STACK_KAFKA_GC_PAUSE_MS", default=broker.GC_PAUSE_MS, type=positive_int,
                help="the broker's G1 pause-time goal (-XX:MaxGCPauseMillis, >= 1; Kafka's scripts use 20, the JVM 200)")
+    env_option(parser, "--network-threads", "STACK_KAFKA_NETWORK_THREADS", default=broker.NETWORK_THREADS,
+               type=Bounded(int, 1, 64), help="the broker's num.network.threads (1-64; Kafka's default 3)")
+    env_option(parser, "--io-threads", "STACK_KAFKA_IO_THREADS", default=broker.IO_THREADS,
+               type=Bounded(int, 1, 64), help="the broker's num.io.threads (1-64; Kafka's default 8)")
     parser.add_argument("--rebalance-delay-ms", type=non_negative_int, default=0,
                         help="group.initial.rebalance.delay.ms (0 for tests; Kafka's default is 3000)")
     parser.add_argument("--wipe", action="store_true", help="on down, also delete the data folder")
@@ -113,7 +117,8 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     if args.command == "up":
         started = time.monotonic()
         run = broker.start(root, args.port, heap_mb=args.heap_mb, full_jit=args.full_jit,
-                           rebalance_delay_ms=args.rebalance_delay_ms, gc_pause_ms=args.gc_pause_ms)
+                           rebalance_delay_ms=args.rebalance_delay_ms, gc_pause_ms=args.gc_pause_ms,
+                           network_threads=args.network_threads, io_threads=args.io_threads)
         topics = args.topics
         if topics:
             create_topics(KafkaSettings(bootstrap=run.bootstrap()), topics)

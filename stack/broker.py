@@ -57,11 +57,19 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms={rebalance_delay_ms}
+num.network.threads={network_threads}
+num.io.threads={io_threads}
 auto.create.topics.enable=false
 transaction.max.timeout.ms=3600000
 message.max.bytes=16777216
 log.retention.ms=-1
 """
+
+
+NETWORK_THREADS, IO_THREADS = 3, 8
+"""Kafka's defaults for the threads that move requests between the sockets and the request queue
+(``num.network.threads``) and that handle the requests, disk included (``num.io.threads``). One
+broker that serves many clients at gigabytes a second (a throughput run on one host) may want more."""
 
 
 def java_binary() -> str:
@@ -161,6 +169,8 @@ def start(
     rebalance_delay_ms: int = 0,
     gc_pause_ms: int = GC_PAUSE_MS,
     sasl_users: Mapping[str, str] | None = None,
+    network_threads: int = NETWORK_THREADS,
+    io_threads: int = IO_THREADS,
 ) -> BrokerDir:
     """Format storage (first time only) and start a broker in ``root``; return once it serves requests.
 
@@ -171,6 +181,7 @@ def start(
     collector settings of Kafka's own start scripts (``jvm_options``) and logs its collections to
     ``logs/kafkaServer-gc.log`` as they do. ``sasl_users`` (name → password) adds a SASL_PLAINTEXT
     listener with PLAIN authentication on another port (:meth:`BrokerDir.sasl_bootstrap`).
+    ``network_threads`` and ``io_threads`` size the broker's request threads (:data:`NETWORK_THREADS`).
     """
     run = BrokerDir(root)
     if run.pid() is not None:
@@ -182,7 +193,7 @@ def start(
     listener, sasl_config = sasl_listener(sasl_port, sasl_users or {})
     config.write_text(SERVER_PROPERTIES.format(
         port=port, controller_port=free_port(), data=root / "data", rebalance_delay_ms=rebalance_delay_ms,
-        sasl_listener=listener,
+        sasl_listener=listener, network_threads=network_threads, io_threads=io_threads,
     ) + sasl_config)
     classpath = f"{jar_dir('kafka')}/*"
     jvm = [java_binary(), f"-Dlog4j2.configurationFile={LOG4J}", f"-Dkafka.logs.dir={root / 'logs'}"]

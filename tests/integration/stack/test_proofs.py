@@ -114,3 +114,21 @@ def test_broker_starts_with_a_cluster_id_that_looks_like_an_option(tmp_path: Any
     finally:
         assert broker.stop(root)
     assert run.pid() is None
+
+
+def test_broker_runs_with_the_request_threads_asked_for(tmp_path: Any) -> None:
+    """``--network-threads`` / ``--io-threads`` reach the running broker: its own config says so."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from stack import broker
+
+    root = tmp_path / "kafka"
+    run = broker.start(root, network_threads=5, io_threads=9)
+    try:
+        admin = AdminClient({"bootstrap.servers": run.bootstrap()})
+        resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+        entries = admin.describe_configs([resource])[resource].result(timeout=30)
+        assert (entries["num.network.threads"].value, entries["num.io.threads"].value) == ("5", "9")
+    finally:
+        assert broker.stop(root)
+    assert "num.network.threads=3" not in (root / "server.properties").read_text()
