@@ -125,8 +125,8 @@ def _cached_namespace(target: str, cache: Path, registers: int = 0) -> dict[str,
 
     numba keys a cached function by its source file's time stamp only, but a lane kernel compiles
     in functions of other files: so each version of the lane's sources (and of numba, Python, the
-    target and its register cap) gets a folder of its own. The functions must belong to an importable module for
-    numba to store and load them, hence the entry in ``sys.modules``.
+    target and its register cap) gets a folder of its own. The functions must belong to an
+    importable module for numba to store and load them, hence the entry in ``sys.modules``.
     """
     import numba
 
