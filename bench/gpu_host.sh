@@ -110,13 +110,15 @@ if [ "$what" = registers ]; then
 fi
 if [ "$what" = caps ]; then
     # Whether a register cap on pass 1 (--lane-registers) pays on this host: the device lane alone on
-    # RECORDS real-shaped bodies, then as many generated ~1 KB ones, each run a process of its own,
-    # capped (REGISTER_CAPS) and the compiler's choice ("-") in turn. Each cap's build is cached.
-    records=${RECORDS:-500000}
+    # RECORDS real-shaped bodies, then on as many of the timeline's generated ~1 KB ones, each run a
+    # process of its own, capped (REGISTER_CAPS) and the compiler's choice ("-") in turn. Each cap's
+    # build is cached; both corpora are made once per host.
+    records=${RECORDS:-500000}  # at most 800 k: the generated corpus is the device timeline's, made once
     real_corpus "$records"
+    harness_corpus
     run=0
     for corpus in real generated; do
-        source_args=$([ "$corpus" = real ] && echo "--corpus-in $real_file" || echo "--corpus generated --sizes 1024:1")
+        source_args=$([ "$corpus" = real ] && echo "--corpus-in $real_file" || echo "--corpus-in $corpus_file")
         for cap in ${REGISTER_CAPS:-- 96 - 96}; do
             run=$((run + 1))
             knob=$([ "$cap" = - ] && echo "" || echo "--measure-registers $cap")
