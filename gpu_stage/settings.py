@@ -278,9 +278,9 @@ def parser() -> argparse.ArgumentParser:
         default=_default("lane_registers"),
         type=Bounded(int, *LANE_REGISTERS, or_zero=True),
         help="gpu backend: registers per thread that the device lane's pass 1 may take, so that more of its "
-        "warps stay resident (values spill to local memory); 0: the compiler's choice. Measured per host and "
-        "traffic: on an H100, 96 took real-shaped bodies 1.06x as fast, bodies of one template about 0.89x. "
-        "Each value is compiled once into the kernel cache. The output is the same",
+        "warps stay resident (values spill to local memory); 0: the compiler's choice. Whether it pays depends "
+        "on the host and the traffic: measure it (docs/operating.md, Register cap). Each value is compiled once "
+        "into the kernel cache. The output is the same",
     )
     env_option(
         w,
