@@ -97,13 +97,13 @@ if [ "$what" = threads ]; then
 fi
 if [ "$what" = registers ]; then
     # Pass 1's kernel capped at fewer registers per thread (more warps resident per SM, some spilled)
-    # against the compiler's choice ("-"), on the same timeline as threads; REGISTER_CAPS names the runs.
+    # against the compiler's choice ("-", the cap 0), on the same timeline as threads; REGISTER_CAPS names the runs.
     harness_corpus
     run=0
     for cap in ${REGISTER_CAPS:-- 64 48 -}; do
         run=$((run + 1))
-        knob=$([ "$cap" = - ] && echo "" || echo "--measure-registers $cap")
-        # shellcheck disable=SC2086  # knob is empty or an option and its value
+        knob="--measure-registers $([ "$cap" = - ] && echo 0 || echo "$cap")"
+        # shellcheck disable=SC2086  # knob is an option and its value
         step two_cores python -m bench.lane_timeline --corpus-in "$corpus_file" --records 800000 $knob \
             --out "$out/lane-timeline-registers-$run-${cap/-/auto}-h200.json" >> "$out/lane-timeline-registers-h200.log" 2>&1
     done
@@ -111,7 +111,7 @@ fi
 if [ "$what" = caps ]; then
     # Whether a register cap on pass 1 (--lane-registers) pays on this host: the device lane alone on
     # RECORDS real-shaped bodies, then on as many of the timeline's generated ~1 KB ones, each run a
-    # process of its own, capped (REGISTER_CAPS) and the compiler's choice ("-") in turn. Each cap's
+    # process of its own, capped (REGISTER_CAPS) and the compiler's choice ("-", the cap 0) in turn. Each cap's
     # build is cached; both corpora are made once per host.
     records=${RECORDS:-500000}  # at most 800 k: the generated corpus is the device timeline's, made once
     real_corpus "$records"
@@ -121,7 +121,7 @@ if [ "$what" = caps ]; then
         source_args=$([ "$corpus" = real ] && echo "--corpus-in $real_file" || echo "--corpus-in $corpus_file")
         for cap in ${REGISTER_CAPS:-- 96 - 96}; do
             run=$((run + 1))
-            knob=$([ "$cap" = - ] && echo "" || echo "--measure-registers $cap")
+            knob="--measure-registers $([ "$cap" = - ] && echo 0 || echo "$cap")"
             # shellcheck disable=SC2086  # source_args and knob are options and their values
             step python -m bench --records "$records" $source_args --backends gpu --peers "" --input packed \
                 --batch-size 100000 --native-threads 1 $knob \

@@ -145,7 +145,10 @@ def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measure-threads", type=int, default=None, help="threads per block of the lane's pass 1")
     parser.add_argument("--write-threads", type=int, default=None, help="threads per block of the lane's pass 2")
     parser.add_argument(
-        "--measure-registers", type=int, default=None, help="register cap per thread of the lane's pass 1 kernel"
+        "--measure-registers",
+        type=int,
+        default=None,
+        help="register cap per thread of the lane's pass 1 kernel (0: the compiler's choice; default: the lane's)",
     )
     parser.add_argument(
         "--write-registers", type=int, default=None, help="register cap per thread of the lane's pass 2 kernel"

@@ -13,6 +13,7 @@ from gpu_stage.transform.api import (
     DEVICE_WAITS,
     LANE_ORDERS,
     LANE_REGISTERS,
+    LANE_REGISTERS_DEFAULT,
     DeviceWait,
     LaneOrder,
     default_kernel_cache,
@@ -83,7 +84,7 @@ class WorkerSettings:
     native_threads: int | None = None
     gpu_min_batch: int = 2_000
     lane_order: LaneOrder = "balanced"
-    lane_registers: int = 0
+    lane_registers: int = LANE_REGISTERS_DEFAULT
     device_wait: DeviceWait = "driver"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -278,9 +279,9 @@ def parser() -> argparse.ArgumentParser:
         default=_default("lane_registers"),
         type=Bounded(int, *LANE_REGISTERS, or_zero=True),
         help="gpu backend: registers per thread that the device lane's pass 1 may take, so that more of its "
-        "warps stay resident (values spill to local memory); 0: the compiler's choice. Whether it pays depends "
-        "on the host and the traffic: measure it (docs/operating.md, Register cap). Each value is compiled once "
-        "into the kernel cache. The output is the same",
+        "warps stay resident (values spill to local memory); 0: the compiler's choice. Whether another value "
+        "pays depends on the host and the traffic: measure it (docs/operating.md, Register cap). Each value is "
+        "compiled once into the kernel cache. The output is the same",
     )
     env_option(
         w,

@@ -31,6 +31,8 @@ DEALT_LANES: tuple[LaneOrder, ...] = ("balanced",)
 """The ordered lanes whose sorted rows are then dealt round the warps (``order.deal_rows``)."""
 LANE_REGISTERS = (32, 255)
 """The register caps :attr:`TransformSettings.lane_registers` takes besides 0 (a thread holds at most 255)."""
+LANE_REGISTERS_DEFAULT = 96
+"""Pass 1's register cap by default: 5 blocks of its threads resident per SM instead of 3 (Hopper)."""
 DeviceWait = Literal["driver", "poll", "block"]
 DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll", "block")
 """How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""
@@ -67,14 +69,14 @@ class TransformSettings:
     (:mod:`gpu_stage.transform.device.order`); ``warp``, in pass 1 a whole warp per row,
     its 32 threads reading the body's strings together (:mod:`gpu_stage.transform.device.warp`).
     The output is the same whichever."""
-    lane_registers: int = 0
+    lane_registers: int = LANE_REGISTERS_DEFAULT
     """Registers per thread that pass 1's kernels of the device lane may take (GPU backend; 0: the
-    compiler's choice, else 32 to 255). Pass 1 takes about 138 uncapped, so an SM keeps 3 blocks of
-    its threads resident; its threads mostly wait on memory, and more resident warps hide more of
-    that wait, at the price of values spilled to local memory. On an H100, capped at 96 (5 blocks)
-    the device lane took real-shaped bodies at 1.06x, while ~1 KB bodies of one template ran about
-    0.89x in another run (``docs/performance.md``). Each cap is a build of its own, compiled once
-    into the kernel cache. The output is the same whichever."""
+    compiler's choice, else 32 to 255; 96 by default). Pass 1 takes about 138 uncapped, so an SM keeps
+    3 blocks of its threads resident; its threads mostly wait on memory, and more resident warps hide
+    more of that wait, at the price of values spilled to local memory. On an H100, capped at 96 (5
+    blocks) the device lane took real-shaped bodies at 1.06x and ~1 KB generated bodies at 1.04x of
+    the compiler's choice, each pair in one run (``docs/performance.md``). Each cap is a build of its
+    own, compiled once into the kernel cache. The output is the same whichever."""
     device_wait: DeviceWait = "driver"
     """How the device lane's feeding thread waits for a batch's passes (GPU backend): ``driver``, the
     CUDA driver's own wait, which spins on a core while the host has more cores than CUDA contexts;

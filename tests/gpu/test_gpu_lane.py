@@ -342,16 +342,17 @@ def test_the_pass_kernels_resources_are_read_from_the_driver(order: str) -> None
 
 @pytest.mark.parametrize("order", ["arrival", "balanced"])
 def test_a_register_cap_builds_pass_1_apart_and_changes_no_byte(order: str) -> None:
-    """``lane_registers`` 96: pass 1's kernel takes at most 96 registers per thread, so more of its blocks
-    stay resident than uncapped, and 20 k real-shaped bodies come out as the native core writes them."""
+    """``lane_registers`` 96 (the default): pass 1's kernel takes at most 96 registers per thread, so more
+    of its blocks stay resident than uncapped (0), and 20 k real-shaped bodies come out as the native
+    core writes them."""
     from dataclasses import replace
 
     from bench import real_corpus
     from gpu_stage.transform.device.cuda import CudaExecutor
     from gpu_stage.transform.device.lane import LaneTransform
 
-    capped = LaneTransform(replace(WIDE, lane_order=order, lane_registers=96), CudaExecutor)
-    plain = LaneTransform(replace(WIDE, lane_order=order), CudaExecutor)
+    capped = LaneTransform(replace(WIDE, lane_order=order), CudaExecutor)
+    plain = LaneTransform(replace(WIDE, lane_order=order, lane_registers=0), CudaExecutor)
     native = NativeBackend(WIDE)
     raw = _split(real_corpus.generate(20_000).values, [20_000])[0]
     for lane in (capped, plain):

@@ -193,6 +193,7 @@ class CudaExecutor(Executor):
 
     @measure_registers.setter
     def measure_registers(self, cap: int | None) -> None:
+        cap = cap or None  # 0 is the compiler's choice, as in the settings
         self._register_caps["measure"] = self._register_caps["measure_ordered"] = cap
         built = compile_lane("cuda", self._cache, cap or 0)
         self.measure = DirectLaunch(built.measure)

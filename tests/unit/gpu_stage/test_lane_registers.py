@@ -21,11 +21,13 @@ from llmpipe.errors import ConfigError
 
 
 def test_the_register_cap_is_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """0 (the compiler's choice) by default; a flag or its env var; anything else one line naming both."""
+    """96 by default; 0 (the compiler's choice) or 32 to 255 by a flag or its env var; anything else one
+    line naming both."""
     from gpu_stage.settings import parse
 
-    assert parse([])[1].lane_registers == TransformSettings().lane_registers == 0
-    assert parse(["--lane-registers", "96"])[1].lane_registers == 96
+    assert parse([])[1].lane_registers == TransformSettings().lane_registers == 96
+    assert parse(["--lane-registers", "0"])[1].lane_registers == 0
+    assert parse(["--lane-registers", "128"])[1].lane_registers == 128
     monkeypatch.setenv("GPU_STAGE_LANE_REGISTERS", "64")
     assert parse([])[1].lane_registers == 64
     for bad in ("16", "256", "many"):
@@ -49,9 +51,10 @@ class Recording(CpuExecutor):
 
 def test_the_lane_asks_its_executor_for_the_cap_only_when_one_is_set() -> None:
     settings = TransformSettings(kernel_cache=None)
-    capped = LaneTransform(replace(settings, lane_registers=96), Recording).executor
-    plain = LaneTransform(settings, Recording).executor
-    assert (capped.capped, plain.capped) == ([96], [])  # type: ignore[attr-defined]
+    default = LaneTransform(settings, Recording).executor
+    capped = LaneTransform(replace(settings, lane_registers=128), Recording).executor
+    plain = LaneTransform(replace(settings, lane_registers=0), Recording).executor
+    assert (default.capped, capped.capped, plain.capped) == ([96], [128], [])  # type: ignore[attr-defined]
 
 
 def test_each_cap_is_a_build_of_its_own_for_cuda_only(tmp_path: Path) -> None:
