@@ -12,6 +12,7 @@ mkdir -p "$out"
 status=0
 step() { echo "== $*" >&2; "$@" || status=1; }
 two_cores() { taskset -c 0,1 "$@"; }
+cap_of() { [ "$1" = - ] && echo 0 || echo "$1"; }  # a REGISTER_CAPS entry as --measure-registers takes it ("-": 0)
 { nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv; nproc; python --version; } > "$out/gpu-host-h200.txt" 2>&1
 if [ "$what" = tests ] || [ "$what" = all ]; then
     step python -m tests.gpu.selfcheck > "$out/gpu-selfcheck-h200.log" 2>&1
@@ -102,9 +103,8 @@ if [ "$what" = registers ]; then
     run=0
     for cap in ${REGISTER_CAPS:-- 64 48 -}; do
         run=$((run + 1))
-        knob="--measure-registers $([ "$cap" = - ] && echo 0 || echo "$cap")"
-        # shellcheck disable=SC2086  # knob is an option and its value
-        step two_cores python -m bench.lane_timeline --corpus-in "$corpus_file" --records 800000 $knob \
+        step two_cores python -m bench.lane_timeline --corpus-in "$corpus_file" --records 800000 \
+            --measure-registers "$(cap_of "$cap")" \
             --out "$out/lane-timeline-registers-$run-${cap/-/auto}-h200.json" >> "$out/lane-timeline-registers-h200.log" 2>&1
     done
 fi
@@ -121,10 +121,9 @@ if [ "$what" = caps ]; then
         source_args=$([ "$corpus" = real ] && echo "--corpus-in $real_file" || echo "--corpus-in $corpus_file")
         for cap in ${REGISTER_CAPS:-- 96 - 96}; do
             run=$((run + 1))
-            knob="--measure-registers $([ "$cap" = - ] && echo 0 || echo "$cap")"
-            # shellcheck disable=SC2086  # source_args and knob are options and their values
+            # shellcheck disable=SC2086  # source_args is an option and its value
             step python -m bench --records "$records" $source_args --backends gpu --peers "" --input packed \
-                --batch-size 100000 --native-threads 1 $knob \
+                --batch-size 100000 --native-threads 1 --measure-registers "$(cap_of "$cap")" \
                 --out "$out/bench-caps-$run-$corpus-${cap/-/none}-h200.json" >> "$out/bench-caps-h200.log" 2>&1
         done
     done
