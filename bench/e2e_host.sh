@@ -23,9 +23,7 @@
 # throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
 # workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
 # LANE_PAIRS (default 0) adds that many pairs of GPU throughput runs, the workers' --lane-order arrival then
-# balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block;
-# TREE_PAIRS (default 0) pairs of GPU throughput runs, the workers from BASE_TREE (a checkout of another
-# revision, the baseline) then from this one. The GPU
+# balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block. The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
 # MPS=1 runs every GPU worker under CUDA MPS: a control daemon started here (pipe and log folders under
 # MPS_DIR, default /tmp/llmpipe-mps) and stopped at the end, so that the workers' kernels share the device
@@ -137,10 +135,6 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
     fi
     if [ "${WAIT_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-device-wait-$host-gpu" --compare-device-wait "$WAIT_PAIRS"
-    fi
-    if [ "${TREE_PAIRS:-0}" -gt 0 ]; then
-        gpu_run "e2e-worker-tree-$host-gpu" --compare-worker-tree "${BASE_TREE:?TREE_PAIRS needs BASE_TREE}" \
-            --rounds "$TREE_PAIRS"
     fi
     min_batch=()
     [ -n "${GPU_MIN_BATCH:-}" ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")

@@ -1,19 +1,17 @@
 """The transaction step: one Kafka transaction per batch, carrying its typed rows, dead letters and offsets.
 
 The consumed offsets are added to the transaction (``send_offsets_to_transaction``), so after a crash
-at any point the committed view holds each raw record exactly once in typed + DLQ. Adding them and
-the commit itself (``commit_transaction``: waiting for the records' delivery and the broker's end of
-the transaction) run on the committer thread while the loop collects the next batch; the next
-transaction begins only once both are done. The offsets are taken on the loop's thread before the
-hand-over, so the committer thread only completes what is already decided, and the loop does not
-wait for the group coordinator's two round trips. When either call fails, the batch collected
-meanwhile is dropped and the consumer rewinds to the committed offsets: both batches are read again.
+at any point the committed view holds each raw record exactly once in typed + DLQ. The commit itself
+(``commit_transaction``: waiting for the records' delivery and the broker's end of the transaction)
+runs on the committer thread while the loop collects the next batch; the next transaction begins
+only once it is done. Its offsets were added before, so the commit only completes what is already
+decided. When it fails, the batch collected meanwhile is dropped and the consumer rewinds to the
+committed offsets: both batches are read again.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from gpu_stage import metrics
 from gpu_stage.transform.batch import RawBatch
@@ -52,8 +50,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         if in_flight is None:
             return True
         waited = time.perf_counter()
-        action = "send_offsets and commit_transaction"
-        ended = self._or_recover(lambda: self._wait_for(in_flight.committed, action, in_flight.handed_at))
+        ended = self._or_recover(lambda: self._wait_for(in_flight.committed, "commit_transaction", in_flight.handed_at))
         if ended is None:
             return False
         in_flight.steps["wait"] = time.perf_counter() - waited
@@ -63,29 +60,24 @@ class Committing(Recovery, ChunkedParse, Reporting):
         return True
 
     def _transact(self, records: Records, batch: RawBatch, started: float) -> InFlight:
-        """Parse and produce one batch, then hand its offsets and its commit to the committer thread."""
+        """Parse and produce one batch, add its offsets and hand its commit to the committer thread."""
         self._refresh_stale_producer()
-        outcome = self._transact_unguarded(batch)
+        outcome = self._transact_unguarded(records, batch)
         steps, producer = self._steps, self.producer
-        commit_offsets, group = self._commit_offsets(records), self.consumer.group_metadata()
-        steps["commit"] = 0.0
-        committed = self._calls.submit(lambda: self._commit(producer, steps, commit_offsets, group))
+        committed = self._calls.submit(lambda: self._commit(producer, steps))
         return InFlight(records, outcome, started, steps, committed)
 
     @staticmethod
-    def _commit(
-        producer: TransactionalProducer, steps: dict[str, float], commit_offsets: TopicPartitions, group: Any
-    ) -> tuple[float, float]:
-        """The committer thread's part: add the batch's consumer offsets, then commit the transaction."""
+    def _commit(producer: TransactionalProducer, steps: dict[str, float]) -> tuple[float, float]:
+        """The committer thread's part: commit the transaction."""
         started = time.perf_counter()
-        producer.send_offsets(commit_offsets, group)
         producer.commit()
         steps["commit"] += time.perf_counter() - started
         metrics.COMMIT_SECONDS.observe(steps["commit"])
         return time.time(), time.process_time()
 
-    def _transact_unguarded(self, batch: RawBatch) -> Outcome:
-        """Begin, parse and produce the batch (typed rows and dead letters) in a transaction."""
+    def _transact_unguarded(self, records: Records, batch: RawBatch) -> Outcome:
+        """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
         producer = self.producer
         producer.begin()
         try:
@@ -100,7 +92,11 @@ class Committing(Recovery, ChunkedParse, Reporting):
         for bad in outcome.bad:
             partition = bad.partition if by_source and bad.partition is not None else ANY_PARTITION
             producer.produce(dlq, bad.raw, bad.key, bad.headers(), partition)
-        self._steps["produce"] += time.perf_counter() - produce_started
+        commit_started = time.perf_counter()
+        self._steps["produce"] += commit_started - produce_started
+        commit_offsets, group = self._commit_offsets(records), self.consumer.group_metadata()
+        self._call(lambda: producer.send_offsets(commit_offsets, group), "send_offsets")
+        self._steps["commit"] = time.perf_counter() - commit_started
         return outcome
 
     def _commit_offsets(self, records: Records) -> TopicPartitions:

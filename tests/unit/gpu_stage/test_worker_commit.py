@@ -60,14 +60,9 @@ class Log:
 class FakeProducer:
     """A transactional producer: stages keys and offsets, makes them visible on commit."""
 
-    def __init__(
-        self, journal: Journal, log: Log, fail_commits: dict[int, type[Exception]],
-        fail_offsets: dict[int, type[Exception]] | None = None,
-    ) -> None:  # fmt: skip
+    def __init__(self, journal: Journal, log: Log, fail_commits: dict[int, type[Exception]]) -> None:
         self.journal, self.log, self.fail_commits = journal, log, fail_commits
-        self.fail_offsets = fail_offsets if fail_offsets is not None else {}
         self.commits = 0
-        self.offsets_sent = 0
         self._keys: list[bytes] = []
         self._offset: int | None = None
 
@@ -86,19 +81,9 @@ class FakeProducer:
         self._keys.append(key or b"")
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
-        """Like the real call, two round trips to the group coordinator: it takes a while, and may fail."""
         del group_metadata
-        self.offsets_sent += 1
-        self.journal.note("send_offsets", self.offsets_sent)
-        time.sleep(COMMIT_S / 2)
-        failure = self.fail_offsets.pop(self.offsets_sent, None)
-        if failure is not None:
-            self.journal.note("commit_failed", self.offsets_sent)  # the transaction ends here
-            msg = f"send_offsets {self.offsets_sent} failed"
-            raise failure(msg)
         (tp,) = offsets
         self._offset = tp.offset
-        self.journal.note("offsets_added", self.offsets_sent)
 
     def commit(self) -> None:
         self.commits += 1
@@ -202,7 +187,6 @@ def _run(
     *,
     overlap: bool,
     fail_commits: dict[int, type[Exception]] | None = None,
-    fail_offsets: dict[int, type[Exception]] | None = None,
     revoke_at_call: int | None = None,
     per_call: int = 200,
     call_s: float = 0.0,
@@ -211,8 +195,8 @@ def _run(
     journal, log, records = Journal(), Log(), _records(1_000)
     consumer = ScriptedConsumer(journal, log, records, per_call, call_s)
     consumer.revoke_at_call = revoke_at_call
-    failures, offset_failures = dict(fail_commits or {}), dict(fail_offsets or {})
-    producers = iter(lambda: FakeProducer(journal, log, failures, offset_failures), None)
+    failures = dict(fail_commits or {})
+    producers = iter(lambda: FakeProducer(journal, log, failures), None)
     settings = WorkerSettings(
         kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=batch_wait_ms,
         commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None,
@@ -282,27 +266,6 @@ def test_a_failed_commit_drops_the_batch_collected_meanwhile_and_both_are_read_a
     assert ("rewind", 200) in after  # back to the end of the first batch, the last committed
     if failure is TxnAbortable:
         assert after[1:3] == [("abort", 0), ("rewind", 200)]
-
-
-def test_the_offsets_are_added_on_the_committer_thread_while_the_next_batch_is_collected() -> None:
-    """The loop hands over the offsets with the commit: it collects during both coordinator calls."""
-    _, journal, log, records = _run(overlap=True)
-    _assert_each_key_once(log, records)
-    names = journal.names()
-    begins = [i for i, name in enumerate(names) if name == "begin"]
-    assert len(begins) == 5
-    for k, begin in enumerate(begins, 1):  # the next batch's first consume call, before these offsets are in
-        assert names.index("consume", begin) < journal.events.index(("offsets_added", k))
-
-
-@pytest.mark.parametrize("failure", [TxnAbortable, TxnTimedOut])
-def test_offsets_that_fail_to_be_added_drop_the_batch_collected_meanwhile(failure: type[Exception]) -> None:
-    worker, journal, log, records = _run(overlap=True, fail_offsets={3: failure})
-    _assert_each_key_once(log, records)
-    assert worker.totals.aborts == 1
-    assert worker.totals.batches == 5
-    after = journal.events[journal.events.index(("commit_failed", 3)) :]
-    assert ("rewind", 400) in after  # back to the end of the second batch, the last committed
 
 
 def test_a_revocation_waits_for_the_commit_in_flight() -> None:
