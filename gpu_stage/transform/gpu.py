@@ -103,7 +103,9 @@ class GpuBackend:
             cuda_lane = importlib.import_module("gpu_stage.transform.device.cuda")  # numba-cuda: only on a GPU host
             clock = self.clock
             transform = LaneTransform(
-                self.settings, lambda tables, limit, cache: cuda_lane.CudaExecutor(tables, limit, cache, clock), clock
+                self.settings,
+                lambda tables, limit, cache, registers: cuda_lane.CudaExecutor(tables, limit, cache, registers, clock),
+                clock,
             )
             batch = synth.batch(synth.bodies(256))
             got, want = transform.parse_on_device(batch), transform.native.parse(batch)

@@ -349,6 +349,7 @@ def test_a_register_cap_builds_pass_1_apart_and_changes_no_byte(order: str) -> N
 
     from bench import real_corpus
     from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.kernels import compile_lane
     from gpu_stage.transform.device.lane import LaneTransform
 
     capped = LaneTransform(replace(WIDE, lane_order=order), CudaExecutor)
@@ -363,6 +364,11 @@ def test_a_register_cap_builds_pass_1_apart_and_changes_no_byte(order: str) -> N
     assert mine["registers_per_thread"] <= 96 < theirs["registers_per_thread"]
     assert mine["blocks_per_sm"] > theirs["blocks_per_sm"]
     assert capped.executor.measure_registers == 96 and plain.executor.measure_registers is None
+    for lane, cap in ((capped, 96), (plain, 0)):  # one build of the lane serves both passes
+        executor = lane.executor
+        assert executor.fns is compile_lane("cuda", WIDE.kernel_cache, cap)
+        assert executor.measure.dispatcher is executor.fns.measure
+        assert executor.write.dispatcher is executor.fns.write
 
 
 @pytest.mark.parametrize("order", ["length", "balanced", "arrival", "warp"])

@@ -134,17 +134,21 @@ class CudaExecutor(Executor):
     """Both passes on the current CUDA device; each slot has a stream and device buffers of its own."""
 
     def __init__(
-        self, tables: ContentTables, max_bytes: int, cache: Path | None = None, clock: StageClock | None = None
-    ) -> None:
+        self, tables: ContentTables, max_bytes: int, cache: Path | None = None, registers: int = 0,
+        clock: StageClock | None = None,
+    ) -> None:  # fmt: skip
         """Compile the lane for CUDA and upload the schema tables.
 
         Kernels compile on their first launch, or load from ``cache`` when an earlier run compiled them.
+        ``registers`` caps pass 1's registers per thread (``TransformSettings.lane_registers``; 0: the
+        compiler's choice): every kernel comes from that one build of the lane, whose other kernels
+        are those of the uncapped build.
         """
         from numba import cuda
 
         super().__init__()
         self._cuda: Any = cuda
-        self.fns = compile_lane("cuda", cache)
+        self.fns = compile_lane("cuda", cache, registers)
         self._cache = cache
         self._warp_kernels: dict[str, DirectLaunch] = {}
         self.measure = DirectLaunch(self.fns.measure)
@@ -178,6 +182,7 @@ class CudaExecutor(Executor):
         self.measure_threads = THREADS
         self.write_threads = THREADS
         self._register_caps: dict[str, int | None] = dict.fromkeys(PASS_KERNELS)
+        self._register_caps["measure"] = self._register_caps["measure_ordered"] = registers or None
 
     @property
     def measure_registers(self) -> int | None:
@@ -194,15 +199,13 @@ class CudaExecutor(Executor):
     @measure_registers.setter
     def measure_registers(self, cap: int | None) -> None:
         cap = cap or None  # 0 is the compiler's choice, as in the settings
+        if cap == self._register_caps["measure"]:
+            return  # already built with it
         self._register_caps["measure"] = self._register_caps["measure_ordered"] = cap
         built = compile_lane("cuda", self._cache, cap or 0)
         self.measure = DirectLaunch(built.measure)
         self.measure_ordered = DirectLaunch(built.measure_ordered)
         self._warp_kernels.pop("measure", None)  # made anew, with the cap, at its next launch
-
-    def cap_registers(self, registers: int) -> None:
-        """Pass 1 from the lane's build with this register cap (``TransformSettings.lane_registers``)."""
-        self.measure_registers = registers
 
     @property
     def write_registers(self) -> int | None:

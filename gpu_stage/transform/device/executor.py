@@ -108,12 +108,6 @@ class Executor:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
         self._held: dict[str, npt.NDArray[Any]] = {}
 
-    def cap_registers(self, registers: int) -> None:
-        """Run pass 1 from a build whose kernels take at most ``registers`` per thread.
-
-        ``TransformSettings.lane_registers``; nothing to cap on the CPU.
-        """
-
     def _host(self, name: str, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """A host buffer of at least ``size`` items kept under ``name``; it grows by half when too small."""
         held = self._held.get(name)
@@ -192,9 +186,14 @@ class CpuExecutor(Executor):
     :attr:`write_piece_bytes` asks for them (by default, the output in one piece).
     """
 
-    def __init__(self, tables: ContentTables, max_bytes: int, cache: Path | None = None) -> None:
-        """Compile the lane with numba for this CPU (or load it from ``cache``)."""
+    def __init__(self, tables: ContentTables, max_bytes: int, cache: Path | None = None, registers: int = 0) -> None:
+        """Compile the lane with numba for this CPU (or load it from ``cache``).
+
+        ``registers``, pass 1's register cap on a device, means nothing on the CPU: it is kept only
+        to be reported (:attr:`registers`).
+        """
         super().__init__()
+        self.registers = registers
         self.fns = compile_lane("cpu", cache)
         self.cache = cache
         self.tables = tables

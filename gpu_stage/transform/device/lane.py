@@ -45,13 +45,14 @@ class LaneTransform:
     def __init__(
         self,
         settings: TransformSettings,
-        executor: Callable[[ContentTables, int, Path | None], Executor],
+        executor: Callable[[ContentTables, int, Path | None, int], Executor],
         clock: StageClock | None = None,
     ) -> None:
         """Check the layout and build the pass runner.
 
-        ``executor`` builds the pass runner from the content
-        tables, the size limit and the kernel cache.
+        ``executor`` builds the pass runner from the content tables, the size limit, the kernel cache
+        and pass 1's register cap (``TransformSettings.lane_registers``; 0: the compiler's choice):
+        one build of the lane serves every kernel.
         """
         self.clock = clock or StageClock()
         record = settings.record
@@ -60,11 +61,9 @@ class LaneTransform:
         # it may use takes a share of a large batch's, unless the settings give it fewer.
         self.native = NativeBackend(settings, threads=settings.native_threads or usable_cores())
         tables = ContentTables.of(record.content_schema)
-        self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache)
+        self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache, settings.lane_registers)
         self.executor.lane_order = settings.lane_order
         self.executor.device_wait = settings.device_wait
-        if settings.lane_registers:
-            self.executor.cap_registers(settings.lane_registers)
         self.taken_rows = 0
         self.rows = 0
         self.min_rows = settings.gpu_min_batch

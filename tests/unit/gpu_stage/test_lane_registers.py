@@ -38,23 +38,13 @@ def test_the_register_cap_is_checked_at_start(monkeypatch: pytest.MonkeyPatch) -
         assert "[32, 255]" in str(refused.value) and bad in str(refused.value)
 
 
-class Recording(CpuExecutor):
-    """The CPU executor, remembering the caps the lane asks it for."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.capped: list[int] = []
-
-    def cap_registers(self, registers: int) -> None:
-        self.capped.append(registers)
-
-
-def test_the_lane_asks_its_executor_for_the_cap_only_when_one_is_set() -> None:
+def test_the_lane_builds_its_executor_with_the_cap() -> None:
+    """The cap goes to the executor as it is built (one build of the lane), 0 when none is set."""
     settings = TransformSettings(kernel_cache=None)
-    default = LaneTransform(settings, Recording).executor
-    capped = LaneTransform(replace(settings, lane_registers=128), Recording).executor
-    plain = LaneTransform(replace(settings, lane_registers=0), Recording).executor
-    assert (default.capped, capped.capped, plain.capped) == ([96], [128], [])  # type: ignore[attr-defined]
+    default = LaneTransform(settings, CpuExecutor).executor
+    capped = LaneTransform(replace(settings, lane_registers=128), CpuExecutor).executor
+    plain = LaneTransform(replace(settings, lane_registers=0), CpuExecutor).executor
+    assert (default.registers, capped.registers, plain.registers) == (96, 128, 0)  # type: ignore[attr-defined]
 
 
 def test_each_cap_is_a_build_of_its_own_for_cuda_only(tmp_path: Path) -> None:
