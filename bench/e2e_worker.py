@@ -36,6 +36,7 @@ from bench.e2e_summary import cpu_figures, mean_backend_stages, mean_steps, summ
 from bench.machine import CpuWindow
 from gpu_stage import synth
 from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS
+from llmpipe import headers as h
 from llmpipe.kafka_io import (
     COMPRESSIONS,
     FETCH_QUEUE_BACKOFF_MS,
@@ -59,7 +60,13 @@ PROFILE_FILE = "worker-0.speedscope.json"
 """Where ``--profile-worker`` writes worker 0's samples, in its run's log folder."""
 """Per-worker keys ``thread_us:<group>``: a thread group's CPU µs per record (``llmpipe.threads``)."""
 """Per-worker keys of the mean milliseconds per batch step, in the order of ``STEPS``'s groups."""
-HEADERS = [("latency.ms", b"180"), ("attributes", b'{"arm":"a","user":"u1"}')]
+HEADERS = [
+    (h.HTTP_STATUS, b"200"), (h.LATENCY_MS, b"1834"), (h.ATTEMPTS, b"1"),
+    (h.ENDPOINT, b"http://vllm-0.vllm.svc:8000/v1/chat/completions"), (h.MODEL, b"Qwen/Qwen2.5-7B-Instruct"),
+    (h.RECEIVED_AT_MS, b"1764979200123"), (h.ATTRIBUTES, b'{"tenant":"acme","arm":"b","user":"u-1029"}'),
+]  # fmt: skip
+"""The headers of every loaded raw record: all seven that the connector writes (values of a typical
+call), since reading them is a large part of a worker's cost per record."""
 TOPIC_CONFIG = {"max.message.bytes": str(64 << 20)}
 # The load's transaction stays open while the workers start (the broker allows up to an hour).
 LOAD_TXN_TIMEOUT_MS = 900_000

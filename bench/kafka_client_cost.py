@@ -1,0 +1,267 @@
+"""``python -m bench.kafka_client_cost``: CPU per record of the worker's Kafka traffic, by client.
+
+Through the broker, the workers' CPU per record is what bounds the rate: the worker's own threads
+and librdkafka's. This measures the two halves of that traffic alone, each in a process of its own,
+on the same broker and records:
+
+- consume: ``--records`` committed raw records (real-shaped bodies, the connector's seven headers,
+  ``--partitions`` partitions) read from the start by the worker's collect path
+  (:meth:`llmpipe.kafka_io.Consumer.consume_records` then :func:`gpu_stage.worker.batches.to_batch`,
+  the named baseline), and by ``bench/kafka_native`` (librdkafka through the Rust ``rdkafka`` crate),
+  which writes each record into packed columns (:mod:`gpu_stage.transform.packed`'s layout) with no
+  Python object per record;
+- produce: as many records of the same values into a fresh topic, one header each, in transactions of
+  ``--batch`` records, by :meth:`llmpipe.kafka_io.TransactionalProducer.produce_many` (the worker's
+  produce path, the baseline) and by ``bench/kafka_native``.
+
+Each run counts its process's CPU (every thread) from its first record to its last. Each consume run
+must read every record, the same value bytes and seven headers a record; each produce run's topic
+must then hold every record, committed. Not a test: the figures depend on the host and the broker.
+The native tool is built with cargo on first use (librdkafka from source, a few minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench import real_corpus
+from bench.e2e_worker import HEADERS as CONNECTOR_HEADERS
+from gpu_stage.worker import CONSUME_MAX_RECORDS
+from gpu_stage.worker.batches import to_batch
+from llmpipe.kafka_io import Consumer, KafkaSettings, TransactionalProducer, create_topics, delete_topics, end_offsets
+from llmpipe.record import FINGERPRINT_HEADER
+
+NATIVE_CRATE = Path(__file__).resolve().parent / "kafka_native"
+TYPED_HEADERS = [(FINGERPRINT_HEADER, b"0123456789abcdef")]
+"""The one header the worker writes on every typed record (a fingerprint as long as its own)."""
+PRODUCER_CONFIG = {
+    "linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
+    "queue.buffering.max.kbytes": 1 << 20,
+}  # fmt: skip
+"""The worker's producer settings (``gpu_stage.worker.producer``), which the native tool repeats."""
+
+
+def native_tool(cargo: str = "cargo") -> Path:
+    """The native tool's binary, built first (cargo does nothing when it is up to date)."""
+    subprocess.run([cargo, "build", "--release", "-q", "--manifest-path", str(NATIVE_CRATE / "Cargo.toml")],
+                   check=True)  # fmt: skip
+    return NATIVE_CRATE / "target" / "release" / "kafka-native-cost"
+
+
+def python_consume(kafka: KafkaSettings, topic: str, records: int, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Read ``records`` records of ``topic`` the way the worker collects them; CPU from the first record."""
+    consumer = Consumer(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", [topic], config={"fetch.max.bytes": 64 << 20})
+    got = value_bytes = headers = 0
+    started = cpu_at_start = 0.0
+    deadline = time.monotonic() + timeout_s
+    try:
+        while got < records:
+            if time.monotonic() > deadline:
+                msg = f"read {got} of {records} records in {timeout_s:.0f}s"
+                raise TimeoutError(msg)
+            consumed = consumer.consume_records(CONSUME_MAX_RECORDS, 0.5)
+            if len(consumed) and not started:
+                started, cpu_at_start = time.perf_counter(), time.process_time()
+            batch = to_batch(consumed)
+            got += len(batch)
+            value_bytes += consumed.nbytes
+            headers += sum(map(len, batch.headers))
+        cpu, wall = time.process_time() - cpu_at_start, time.perf_counter() - started
+    finally:
+        consumer.close()
+    return {"records": got, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "value_bytes": value_bytes,
+            "headers": headers}  # fmt: skip
+
+
+def python_produce(kafka: KafkaSettings, topic: str, records: int, batch: int, partitions: int,
+                   values: list[bytes]) -> dict[str, Any]:  # fmt: skip
+    """Write ``records`` records the way the worker produces typed rows, in transactions of ``batch``."""
+    producer = TransactionalProducer(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", config=PRODUCER_CONFIG)
+    # The worker has its rows' values, keys and partitions at hand when it produces: made before the clock.
+    spans = (range(first, min(first + batch, records)) for first in range(0, records, batch))
+    pieces = [
+        ([values[i % len(values)] for i in rows], [f"req-{i:09d}".encode() for i in rows],
+         [i % partitions for i in rows])
+        for rows in spans
+    ]  # fmt: skip
+    started, cpu_at_start = time.perf_counter(), time.process_time()
+    for chosen, keys, parts in pieces:
+        producer.begin()
+        producer.produce_many(topic, chosen, keys, TYPED_HEADERS, parts)
+        producer.commit()
+    cpu, wall = time.process_time() - cpu_at_start, time.perf_counter() - started
+    value_bytes = sum(sum(map(len, chosen)) for chosen, _, _ in pieces)
+    return {"records": records, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "value_bytes": value_bytes}
+
+
+def write_values(values: list[bytes], path: Path) -> None:
+    """The native tool's values file: each value as a ``u32`` LE length and its bytes."""
+    with path.open("wb") as out:
+        for v in values:
+            out.write(struct.pack("<I", len(v)))
+            out.write(v)
+
+
+def per_record(run: dict[str, Any]) -> float:
+    """CPU µs per record of one run."""
+    return round(float(run["cpu_s"]) / int(run["records"]) * 1e6, 3)
+
+
+def check_consume(run: dict[str, Any], records: int, value_bytes: int) -> None:
+    """Raise unless a consume run read every record, its bytes and the connector's headers."""
+    want = {"records": records, "value_bytes": value_bytes, "headers": records * len(CONNECTOR_HEADERS)}
+    got = {k: run.get(k) for k in want}
+    if got != want:
+        msg = f"a consume run read {got}, not {want}"
+        raise RuntimeError(msg)
+
+
+def committed_records(kafka: KafkaSettings, topic: str, records: int, partitions: int, transactions: int) -> int:
+    """Records in ``topic``: its end offsets less one commit marker per partition and transaction."""
+    return sum(end_offsets(kafka, topic).values()) - min(partitions, records) * transactions
+
+
+def _child(argv: list[str]) -> dict[str, Any]:
+    out = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def load(kafka: KafkaSettings, args: argparse.Namespace, values: list[bytes]) -> tuple[str, int]:
+    """A fresh raw topic holding ``--records`` committed records; its name and their value bytes."""
+    raw = f"bench-client-raw-{uuid.uuid4().hex[:8]}"
+    create_topics(kafka, {raw: args.partitions})
+    loader = TransactionalProducer(kafka, f"bench-client-load-{uuid.uuid4().hex[:8]}", timeout_s=300,
+                                   config=PRODUCER_CONFIG)  # fmt: skip
+    chosen = [values[i % len(values)] for i in range(args.records)]
+    loader.begin()
+    loader.produce_many(raw, chosen, (f"req-{i:09d}".encode() for i in range(args.records)), CONNECTOR_HEADERS)
+    loader.commit()
+    return raw, sum(map(len, chosen))
+
+
+def one_round(kafka: KafkaSettings, args: argparse.Namespace, tool: Path, raw: str, values_file: Path,
+              value_bytes: int) -> tuple[dict[str, dict[str, Any]], list[str]]:  # fmt: skip
+    """Both consume paths, then both produce paths, each checked; the runs and the topics made."""
+    me = [sys.executable, "-m", "bench.kafka_client_cost", "--bootstrap", args.bootstrap]
+    n, batch, parts = str(args.records), str(args.batch), str(args.partitions)
+    runs = {
+        "consume_python": _child([*me, "--child-consume", raw, "--records", n]),
+        "consume_native": _child([str(tool), "consume", args.bootstrap, raw, n, batch]),
+    }
+    for name in ("consume_python", "consume_native"):
+        check_consume(runs[name], args.records, value_bytes)
+    made = []
+    for path in ("python", "native"):
+        typed = f"bench-client-typed-{uuid.uuid4().hex[:8]}"
+        create_topics(kafka, {typed: args.partitions})
+        made.append(typed)
+        command = (
+            [*me, "--child-produce", typed, "--records", n, "--batch", batch, "--partitions", parts,
+             "--pool", str(args.pool)]
+            if path == "python" else [str(tool), "produce", args.bootstrap, typed, n, batch, parts, str(values_file)]
+        )  # fmt: skip
+        runs[f"produce_{path}"] = run = _child(command)
+        transactions = -(-args.records // args.batch)
+        found = committed_records(kafka, typed, args.records, args.partitions, transactions)
+        if found != args.records or run["value_bytes"] != value_bytes:
+            msg = f"{path} produce: {found} records and {run['value_bytes']} value bytes committed, not " \
+                  f"{args.records} and {value_bytes}"  # fmt: skip
+            raise RuntimeError(msg)
+    return runs, made
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Load once, then each round: both consume paths, both produce paths; the per-round figures."""
+    kafka = KafkaSettings(bootstrap=args.bootstrap)
+    tool = Path(args.native_bin) if args.native_bin else native_tool()
+    values = real_corpus.generate(args.pool).values
+    raw, value_bytes = load(kafka, args, values)
+    rounds, made = [], [raw]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            values_file = Path(tmp) / "values.bin"
+            write_values(values, values_file)
+            for _ in range(args.rounds):
+                runs, topics = one_round(kafka, args, tool, raw, values_file, value_bytes)
+                rounds.append(runs)
+                made += topics
+    finally:
+        delete_topics(kafka, made)
+    return summarize(args, rounds)
+
+
+def summarize(args: argparse.Namespace, rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per round, each path's CPU µs per record and native over Python for each half."""
+    table = []
+    for runs in rounds:
+        us = {name: per_record(r) for name, r in runs.items()}
+        table.append({
+            **{f"{name}_us_per_record": v for name, v in us.items()},
+            "consume_native_over_python": round(us["consume_native"] / us["consume_python"], 3),
+            "produce_native_over_python": round(us["produce_native"] / us["produce_python"], 3),
+            "saved_us_per_record": round(us["consume_python"] + us["produce_python"]
+                                         - us["consume_native"] - us["produce_native"], 3),
+        })  # fmt: skip
+    return {
+        "machine": {"host": platform.node(), "python": platform.python_version()},
+        "records": args.records, "partitions": args.partitions, "batch": args.batch, "corpus": "real",
+        "headers_per_raw_record": len(CONNECTOR_HEADERS), "rounds": table, "runs": rounds,
+        "argv": sys.argv[1:],
+    }  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The options; a count below one exits 2 with one line."""
+    p = argparse.ArgumentParser(prog="python -m bench.kafka_client_cost", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap", default="127.0.0.1:19092")
+    p.add_argument("--records", type=int, default=300_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--batch", type=int, default=50_000, help="records per produce transaction, per native column set")
+    p.add_argument("--pool", type=int, default=20_000, help="distinct real-shaped bodies, cycled")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--native-bin", default="", help="a built bench/kafka_native binary (default: build it)")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--child-consume", default="", help=argparse.SUPPRESS)
+    p.add_argument("--child-produce", default="", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    for name in ("records", "partitions", "batch", "pool", "rounds"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the rounds and print them (or, in a child process, one path's run as a JSON line)."""
+    args = parse_args(argv)
+    kafka = KafkaSettings(bootstrap=args.bootstrap)
+    if args.child_consume:
+        print(json.dumps(python_consume(kafka, args.child_consume, args.records)))
+        return 0
+    if args.child_produce:
+        values = real_corpus.generate(args.pool).values
+        print(json.dumps(python_produce(kafka, args.child_produce, args.records, args.batch, args.partitions, values)))
+        return 0
+    result = run(args)
+    for i, row in enumerate(result["rounds"], 1):
+        print(f"round {i}: CPU µs per record, consume python {row['consume_python_us_per_record']} / native "
+              f"{row['consume_native_us_per_record']} ({row['consume_native_over_python']}x); produce python "
+              f"{row['produce_python_us_per_record']} / native {row['produce_native_us_per_record']} "
+              f"({row['produce_native_over_python']}x); saved {row['saved_us_per_record']} µs per record")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
