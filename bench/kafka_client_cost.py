@@ -7,12 +7,12 @@ on the same broker and records:
 - consume: ``--records`` committed raw records (real-shaped bodies, the connector's seven headers,
   ``--partitions`` partitions) read from the start by the worker's collect path
   (:meth:`llmpipe.kafka_io.Consumer.consume_records` then :func:`gpu_stage.worker.batches.to_batch`,
-  the named baseline), and by ``bench/kafka_native`` (librdkafka through the Rust ``rdkafka`` crate),
-  which writes each record into packed columns (:mod:`gpu_stage.transform.packed`'s layout) with no
-  Python object per record;
+  the named baseline), and by :class:`llmpipe.kafka_io.PackedReader` (librdkafka driven by the native
+  core through the Rust ``rdkafka`` crate), which writes each record into packed columns
+  (:mod:`gpu_stage.transform.packed`'s layout) with no Python object per record;
 - produce: as many records of the same values into a fresh topic, one header each, in transactions of
   ``--batch`` records, by :meth:`llmpipe.kafka_io.TransactionalProducer.produce_many` (the worker's
-  produce path, the baseline) and by ``bench/kafka_native``.
+  produce path, the baseline) and by ``bench/kafka_native``, a small Rust program on the same crate.
 
 Each run counts its process's CPU (every thread) from its first record to its last. Each consume run
 must read every record, the same value bytes and seven headers a record; each produce run's topic
@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,15 @@ from bench import real_corpus
 from bench.e2e_worker import HEADERS as CONNECTOR_HEADERS
 from gpu_stage.worker import CONSUME_MAX_RECORDS
 from gpu_stage.worker.batches import to_batch
-from llmpipe.kafka_io import Consumer, KafkaSettings, TransactionalProducer, create_topics, delete_topics, end_offsets
+from llmpipe.kafka_io import (
+    Consumer,
+    KafkaSettings,
+    PackedReader,
+    TransactionalProducer,
+    create_topics,
+    delete_topics,
+    end_offsets,
+)
 from llmpipe.record import FINGERPRINT_HEADER
 
 NATIVE_CRATE = Path(__file__).resolve().parent / "kafka_native"
@@ -58,29 +67,76 @@ def native_tool(cargo: str = "cargo") -> Path:
     return NATIVE_CRATE / "target" / "release" / "kafka-native-cost"
 
 
+def _read_all(take: Callable[[], tuple[int, int, Any]], records: int, timeout_s: float) -> tuple[Any, ...]:
+    """Call ``take`` (records, value bytes, something to keep) until ``records`` came.
+
+    CPU seconds (every thread) and wall seconds from the first record, then the records, their value
+    bytes and what each call kept.
+    """
+    got = value_bytes = 0
+    started = cpu_at_start = 0.0
+    kept = []
+    deadline = time.monotonic() + timeout_s
+    while got < records:
+        if time.monotonic() > deadline:
+            msg = f"read {got} of {records} records in {timeout_s:.0f}s"
+            raise TimeoutError(msg)
+        n, nbytes, keep = take()
+        if n and not started:
+            started, cpu_at_start = time.perf_counter(), time.process_time()
+        got, value_bytes = got + n, value_bytes + nbytes
+        kept.append(keep)
+    return time.process_time() - cpu_at_start, time.perf_counter() - started, got, value_bytes, kept
+
+
+def _run(cpu: float, wall: float, records: int, value_bytes: int, headers: int) -> dict[str, Any]:
+    return {"records": records, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "value_bytes": value_bytes,
+            "headers": headers}  # fmt: skip
+
+
 def python_consume(kafka: KafkaSettings, topic: str, records: int, timeout_s: float = 300.0) -> dict[str, Any]:
     """Read ``records`` records of ``topic`` the way the worker collects them; CPU from the first record."""
     consumer = Consumer(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", [topic], config={"fetch.max.bytes": 64 << 20})
-    got = value_bytes = headers = 0
-    started = cpu_at_start = 0.0
-    deadline = time.monotonic() + timeout_s
+
+    def take() -> tuple[int, int, int]:
+        consumed = consumer.consume_records(CONSUME_MAX_RECORDS, 0.5)
+        batch = to_batch(consumed)
+        return len(batch), consumed.nbytes, sum(map(len, batch.headers))
+
     try:
-        while got < records:
-            if time.monotonic() > deadline:
-                msg = f"read {got} of {records} records in {timeout_s:.0f}s"
-                raise TimeoutError(msg)
-            consumed = consumer.consume_records(CONSUME_MAX_RECORDS, 0.5)
-            if len(consumed) and not started:
-                started, cpu_at_start = time.perf_counter(), time.process_time()
-            batch = to_batch(consumed)
-            got += len(batch)
-            value_bytes += consumed.nbytes
-            headers += sum(map(len, batch.headers))
-        cpu, wall = time.process_time() - cpu_at_start, time.perf_counter() - started
+        cpu, wall, got, value_bytes, headers = _read_all(take, records, timeout_s)
     finally:
         consumer.close()
-    return {"records": got, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "value_bytes": value_bytes,
-            "headers": headers}  # fmt: skip
+    return _run(cpu, wall, got, value_bytes, sum(headers))
+
+
+def packed_consume(kafka: KafkaSettings, topic: str, records: int, timeout_s: float = 300.0) -> dict[str, Any]:
+    """Read ``records`` records of ``topic`` into packed columns; CPU from the first record.
+
+    The headers are counted after the clock stops (a Python loop over each one, not part of reading).
+    """
+    reader = PackedReader(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", [topic], config={"fetch.max.bytes": 64 << 20})
+
+    def take() -> tuple[int, int, Any]:
+        columns = reader.consume_packed(CONSUME_MAX_RECORDS, 0.5)
+        return (0, 0, None) if columns is None else (len(columns), columns.nbytes, columns.header_buf)
+
+    try:
+        cpu, wall, got, value_bytes, header_bufs = _read_all(take, records, timeout_s)
+    finally:
+        reader.close()
+    return _run(cpu, wall, got, value_bytes, sum(count_headers(bytes(b)) for b in header_bufs if b is not None))
+
+
+def count_headers(encoded: bytes) -> int:
+    """How many headers a packed header buffer holds (each: name length, name, value length, value)."""
+    count, at = 0, 0
+    while at < len(encoded):
+        (name_len,) = struct.unpack_from("<I", encoded, at)
+        (value_len,) = struct.unpack_from("<i", encoded, at + 4 + name_len)
+        at += 8 + name_len + max(value_len, 0)
+        count += 1
+    return count
 
 
 def python_produce(kafka: KafkaSettings, topic: str, records: int, batch: int, partitions: int,
@@ -156,7 +212,7 @@ def one_round(kafka: KafkaSettings, args: argparse.Namespace, tool: Path, raw: s
     n, batch, parts = str(args.records), str(args.batch), str(args.partitions)
     runs = {
         "consume_python": _child([*me, "--child-consume", raw, "--records", n]),
-        "consume_native": _child([str(tool), "consume", args.bootstrap, raw, n, batch]),
+        "consume_native": _child([*me, "--child-consume-native", raw, "--records", n]),
     }
     for name in ("consume_python", "consume_native"):
         check_consume(runs[name], args.records, value_bytes)
@@ -200,6 +256,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return summarize(args, rounds)
 
 
+def ratio(new: float, base: float) -> float | None:
+    """``new / base``; None for a baseline too short to have a CPU time (a run of few records)."""
+    return round(new / base, 3) if base > 0 else None
+
+
 def summarize(args: argparse.Namespace, rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """Per round, each path's CPU µs per record and native over Python for each half."""
     table = []
@@ -207,8 +268,8 @@ def summarize(args: argparse.Namespace, rounds: list[dict[str, dict[str, Any]]])
         us = {name: per_record(r) for name, r in runs.items()}
         table.append({
             **{f"{name}_us_per_record": v for name, v in us.items()},
-            "consume_native_over_python": round(us["consume_native"] / us["consume_python"], 3),
-            "produce_native_over_python": round(us["produce_native"] / us["produce_python"], 3),
+            "consume_native_over_python": ratio(us["consume_native"], us["consume_python"]),
+            "produce_native_over_python": ratio(us["produce_native"], us["produce_python"]),
             "saved_us_per_record": round(us["consume_python"] + us["produce_python"]
                                          - us["consume_native"] - us["produce_native"], 3),
         })  # fmt: skip
@@ -226,12 +287,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--bootstrap", default="127.0.0.1:19092")
     p.add_argument("--records", type=int, default=300_000)
     p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--batch", type=int, default=50_000, help="records per produce transaction, per native column set")
+    p.add_argument("--batch", type=int, default=50_000, help="records per produce transaction")
     p.add_argument("--pool", type=int, default=20_000, help="distinct real-shaped bodies, cycled")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--native-bin", default="", help="a built bench/kafka_native binary (default: build it)")
     p.add_argument("--out", type=Path)
     p.add_argument("--child-consume", default="", help=argparse.SUPPRESS)
+    p.add_argument("--child-consume-native", default="", help=argparse.SUPPRESS)
     p.add_argument("--child-produce", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     for name in ("records", "partitions", "batch", "pool", "rounds"):
@@ -246,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     kafka = KafkaSettings(bootstrap=args.bootstrap)
     if args.child_consume:
         print(json.dumps(python_consume(kafka, args.child_consume, args.records)))
+        return 0
+    if args.child_consume_native:
+        print(json.dumps(packed_consume(kafka, args.child_consume_native, args.records)))
         return 0
     if args.child_produce:
         values = real_corpus.generate(args.pool).values

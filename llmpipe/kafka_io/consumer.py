@@ -22,6 +22,25 @@ one consumer of two partitions of 1 KB records read 87 k records/s at the defaul
 at 10 ms (``python -m bench.fetch_backoff``, bench/results/fetch-backoff-vm.json)."""
 
 
+def member_config(
+    settings: KafkaSettings, group_id: str, fetch_backoff_ms: int, config: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Librdkafka settings of a group member of the transactional loop, ``config`` over them.
+
+    No auto commit (offsets commit inside the producer's transaction), ``read_committed``, reading
+    from the start of a partition the group has no offset for, cooperative rebalancing.
+    """
+    base = {
+        "fetch.queue.backoff.ms": fetch_backoff_ms,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "partition.assignment.strategy": "cooperative-sticky",
+    }
+    return {**settings.client_config(), **base, **dict(config or {})}
+
+
 class Consumer:
     """A consumer group member for the transactional loop: no auto commit, read_committed."""
 
@@ -39,15 +58,7 @@ class Consumer:
 
         ``fetch_backoff_ms`` is the pause after a full prefetch queue (see :data:`FETCH_QUEUE_BACKOFF_MS`).
         """
-        base = {
-            "fetch.queue.backoff.ms": fetch_backoff_ms,
-            "group.id": group_id,
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": "cooperative-sticky",
-        }
-        self._client = confluent_kafka.Consumer({**settings.client_config(), **base, **dict(config or {})})
+        self._client = confluent_kafka.Consumer(member_config(settings, group_id, fetch_backoff_ms, config))
         kwargs: dict[str, Any] = {}
         if on_revoke is not None:
             kwargs["on_revoke"] = lambda _c, parts: on_revoke(parts)

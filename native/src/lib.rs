@@ -10,6 +10,7 @@ pub mod extract;
 pub mod json;
 pub mod pack;
 pub mod packed;
+pub mod kafka;
 mod py;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

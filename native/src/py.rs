@@ -599,6 +599,7 @@ fn records_at<'py>(
 fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransform>()?;
     m.add_class::<PackedRun>()?;
+    m.add_class::<crate::kafka::KafkaReader>()?;
     m.add_function(wrap_pyfunction!(check_packed, m)?)?;
     m.add_function(wrap_pyfunction!(copy_into, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import kafka_client_cost as kcc
+from gpu_stage.transform.packed import encode_headers
 from llmpipe import headers
 
 
@@ -28,6 +29,13 @@ def test_the_values_file_holds_each_value_after_its_length(tmp_path: Path) -> No
         at += 4 + n
     assert read == values
     assert len(raw) == 3 * 4 + 2 + 5
+
+
+def test_headers_are_counted_in_the_packed_encoding() -> None:
+    records = [[("latency.ms", b"12"), ("model", None)], [], [("attributes", b"")], list(kcc.CONNECTOR_HEADERS)]
+    encoded = b"".join(encode_headers(h) for h in records)
+    assert kcc.count_headers(encoded) == 2 + 0 + 1 + 7
+    assert kcc.count_headers(b"") == 0
 
 
 def test_a_consume_run_must_read_every_record_its_bytes_and_headers() -> None:
@@ -53,6 +61,11 @@ def test_figures_per_record_and_native_over_python() -> None:
     assert row["consume_native_over_python"] == 0.5
     assert row["produce_native_over_python"] == 0.75
     assert row["saved_us_per_record"] == 5.25
+
+
+def test_a_baseline_without_cpu_time_has_no_ratio() -> None:
+    assert kcc.ratio(1.0, 0.0) is None
+    assert kcc.ratio(1.0, 4.0) == 0.25
 
 
 @pytest.mark.parametrize("option", ["--records", "--partitions", "--batch", "--pool", "--rounds"])

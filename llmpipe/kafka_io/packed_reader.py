@@ -1,0 +1,191 @@
+"""A consumer-group member that reads records into packed columns, with no Python object per record.
+
+Reading a record through confluent-kafka costs a ``Message`` object, an object per field and, with
+the connector's seven headers, a list of seven tuples: on the worker's path that is more CPU than
+librdkafka's own work (``python -m bench.kafka_client_cost``). :class:`PackedReader` is the same
+kind of member as :class:`llmpipe.kafka_io.Consumer` (no auto commit, ``read_committed``,
+cooperative rebalancing, the same callbacks and questions), but librdkafka is driven by the native
+core (``llmpipe_native.KafkaReader``, the Rust ``rdkafka`` crate) and a consume call returns
+:class:`PackedColumns`: the layout that the native core and the device lane read
+(``gpu_stage.transform.packed``). Its group metadata is what a confluent-kafka transactional producer
+takes, so offsets still commit inside the producer's transaction, fenced by the member's epoch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import llmpipe_native
+import numpy as np
+import numpy.typing as npt
+from confluent_kafka import TopicPartition
+
+from llmpipe.errors import SourceError
+from llmpipe.kafka_io.config import KafkaSettings
+from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, member_config
+from llmpipe.kafka_io.logs import rdkafka_log
+
+OFFSET_INVALID = -1001
+"""librdkafka's offset for "none known" (no position yet, nothing committed)."""
+SYSLOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
+                 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}  # fmt: skip
+"""librdkafka's syslog levels as logging levels."""
+
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class PackedColumns:
+    """Consumed records as ten columns, in consumption order (offsets ascend within a partition).
+
+    Values, keys and headers lie back to back with their ends; a record's headers are encoded as
+    ``gpu_stage.transform.packed`` describes.
+    """
+
+    value_buf: U8
+    value_ends: I64
+    key_buf: U8
+    key_ends: I64
+    key_null: U8
+    header_buf: U8
+    header_ends: I64
+    partitions: I64
+    offsets: I64
+    timestamps_ms: I64
+
+    def __len__(self) -> int:
+        """Number of records."""
+        return len(self.value_ends)
+
+    def columns(self) -> tuple[npt.NDArray[np.generic], ...]:
+        """The ten columns in the order the native core takes them."""
+        return tuple(getattr(self, f.name) for f in fields(self))  # not astuple: it deep-copies
+
+    @property
+    def nbytes(self) -> int:
+        """Sum of the value sizes."""
+        return int(self.value_ends[-1]) if len(self.value_ends) else 0
+
+
+def _columns(raw: Sequence[bytes]) -> PackedColumns:
+    kinds = (np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.int64, np.int64, np.int64, np.int64)
+    return PackedColumns(*(np.frombuffer(b, dtype=kind) for b, kind in zip(raw, kinds, strict=True)))
+
+
+class PackedReader:
+    """A consumer group member for the transactional loop whose records come as packed columns."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        group_id: str,
+        topics: Sequence[str],
+        config: Mapping[str, Any] | None = None,
+        on_revoke: Callable[[list[TopicPartition]], None] | None = None,
+        on_assign: Callable[[list[TopicPartition]], None] | None = None,
+        fetch_backoff_ms: int = FETCH_QUEUE_BACKOFF_MS,
+    ) -> None:
+        """Subscribe to ``topics``, with the settings of :class:`llmpipe.kafka_io.Consumer`."""
+        merged = member_config(settings, group_id, fetch_backoff_ms, config)
+        merged.pop("logger", None)  # librdkafka's lines come back through take_logs
+        strings = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in merged.items()}
+        self._callbacks = {"assign": on_assign, "revoke": on_revoke}
+        try:
+            self._reader = llmpipe_native.KafkaReader(strings, list(topics), self._on_rebalance)
+        except (ValueError, RuntimeError) as exc:
+            msg = f"cannot make a Kafka consumer for {list(topics)}: {exc}"
+            raise SourceError(msg) from exc
+
+    def _on_rebalance(self, kind: str, parts: list[tuple[str, int]]) -> None:
+        callback = self._callbacks.get(kind)
+        if callback is not None:
+            callback([TopicPartition(topic, partition) for topic, partition in parts])
+
+    def _call(self, what: str, call: Callable[[], Any]) -> Any:
+        """``call()``, its error a :class:`SourceError`; librdkafka's queued lines logged after it."""
+        try:
+            return call()
+        except RuntimeError as exc:
+            msg = f"{what}: {exc}"
+            raise SourceError(msg) from exc
+        finally:
+            self._log_reports()
+
+    def _log_reports(self) -> None:
+        lines, dropped = self._reader.take_logs()
+        for level, facility, text in lines:
+            rdkafka_log.log(SYSLOG_LEVELS.get(level, logging.INFO), "%s: %s", facility, text)
+        if dropped:
+            rdkafka_log.warning("%d librdkafka log lines dropped between two calls", dropped)
+
+    def consume_packed(self, max_records: int, timeout_s: float, max_bytes: int = 1 << 30) -> PackedColumns | None:
+        """Up to ``max_records`` records (or ``max_bytes`` of values); None when none came in ``timeout_s``.
+
+        A fatal consumer error is a :class:`SourceError`; any other is logged and the call goes on.
+        """
+        raw = self._call("consume", lambda: self._reader.consume(max_records, max_bytes, timeout_s))
+        return None if raw is None else _columns(raw)
+
+    def partition_count(self, topic: str, timeout_s: float = 10.0) -> int | None:
+        """How many partitions ``topic`` has, from the cluster's metadata; None where it does not exist."""
+        found: int | None = self._call(f"cannot read the metadata of {topic}",
+                                       lambda: self._reader.partition_count(topic, timeout_s))  # fmt: skip
+        return found
+
+    def positions(self) -> list[TopicPartition]:
+        """Next offsets to read on every assigned partition."""
+        return [TopicPartition(t, p, o) for t, p, o in self._call("position", self._reader.positions)]
+
+    def group_metadata(self) -> bytes:
+        """Group metadata for ``send_offsets_to_transaction`` (librdkafka's serialized form)."""
+        found: bytes = self._call("group metadata", self._reader.group_metadata)
+        return found
+
+    def assignment(self) -> list[TopicPartition]:
+        """Currently assigned partitions."""
+        return [TopicPartition(t, p) for t, p in self._call("assignment", self._reader.assignment)]
+
+    def rewind_to_committed(self, timeout_s: float = 30.0) -> None:
+        """Seek every assigned partition back to its committed offset (after an abort).
+
+        A cluster that does not answer within ``timeout_s`` is a ``SourceError``; nothing is moved
+        then, so the call can simply be made again.
+        """
+        assigned = self._call("assignment", self._reader.assignment)
+        if not assigned:
+            return
+        what = f"cannot rewind {len(assigned)} partitions to their committed offsets"
+        committed = self._call(what, lambda: self._reader.committed(assigned, timeout_s))
+        targets = [(t, p, o if o >= 0 else -2) for t, p, o in committed]
+        self._call(what, lambda: self._reader.seek(targets, timeout_s))
+
+    def lag(self, topics: Sequence[str] | None = None, *, cached: bool = False) -> dict[tuple[str, int], int]:
+        """Records left to read per partition, as :meth:`llmpipe.kafka_io.Consumer.lag` counts them."""
+        return dict(self._call(f"cannot read the lag of {list(topics) if topics else 'the assigned partitions'}",
+                               lambda: self._lag(topics, cached)))  # fmt: skip
+
+    def _lag(self, topics: Sequence[str] | None, cached: bool) -> dict[tuple[str, int], int]:
+        reader = self._reader
+        where = {(t, p): o for t, p, o in reader.positions()}
+        if topics is not None:
+            for topic in topics:
+                for p in range(reader.partition_count(topic, 10.0) or 0):
+                    where.setdefault((topic, p), OFFSET_INVALID)
+        unknown = [tp for tp, o in where.items() if o < 0]
+        if unknown:
+            where.update({(t, p): o for t, p, o in reader.committed(unknown, 10.0)})
+        out = {}
+        for (topic, partition), at in where.items():
+            low, high = reader.watermarks(topic, partition, 5.0, cached)
+            if high < 0:  # nothing cached for this partition yet
+                continue
+            out[(topic, partition)] = max(0, high - (at if at >= 0 else low))
+        return out
+
+    def close(self) -> None:
+        """Leave the group (what this member owns is revoked through ``on_revoke`` first)."""
+        self._call("close", lambda: self._reader.close())
