@@ -43,6 +43,7 @@ from llmpipe.settings import (
 BackendChoice = Literal["auto", "gpu", "cpu", "reference"]
 BadPolicy = Literal["dlq", "fail"]
 PartitionBy = Literal["source", "key"]
+KafkaReaderKind = Literal["objects", "packed"]
 MAX_FETCH_BACKOFF_MS = 300_000
 """librdkafka's upper bound for ``fetch.queue.backoff.ms``."""
 MAX_RETRY_BACKOFF_MS = 300_000
@@ -96,6 +97,9 @@ class WorkerSettings:
     txn_retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS
     fetch_backoff_ms: int = FETCH_QUEUE_BACKOFF_MS
     partition_by: PartitionBy = "source"
+    kafka_reader: KafkaReaderKind = "objects"
+    """``--kafka-reader``: ``objects``, records read through confluent-kafka as a Python object each;
+    ``packed``, read by :class:`llmpipe.kafka_io.PackedReader` into packed columns (the native core)."""
     consumer_config: ClientConfig = field(default=(), repr=False)
     """Further librdkafka consumer properties, over the worker's own (values may be secrets: not in the repr)."""
     producer_config: ClientConfig = field(default=(), repr=False)
@@ -354,6 +358,15 @@ def parser() -> argparse.ArgumentParser:
         "partitions: fewer transaction markers, and no waiting on other workers' open transactions), else by "
         "key; key: always by key",
     )
+    env_option(
+        o,
+        "--kafka-reader",
+        "GPU_STAGE_KAFKA_READER",
+        default=_default("kafka_reader"),
+        choices=["objects", "packed"],
+        help="objects: read raw records through confluent-kafka, a Python object each; packed: read them "
+        "with the native core into packed columns, with no object per record (less CPU per record)",
+    )
     client_config_option(
         o, "--consumer-config", "GPU_STAGE_CONSUMER_CONFIG",
         help="a librdkafka consumer property over the worker's own (e.g. max.partition.fetch.bytes=8388608); "
@@ -428,6 +441,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         txn_retry_backoff_ms=args.txn_retry_backoff_ms,
         fetch_backoff_ms=args.fetch_backoff_ms,
         partition_by=args.partition_by,
+        kafka_reader=args.kafka_reader,
         consumer_config=client_config(args.consumer_config, "--consumer-config", REFUSED_CONSUMER_KEYS),
         producer_config=client_config(args.producer_config, "--producer-config", REFUSED_PRODUCER_KEYS),
         schema_registry_url=args.schema_registry_url,

@@ -71,12 +71,7 @@ class RawBatch:
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         """``(start, end)`` of consecutive chunks of at most ``size`` records (one chunk when ``size`` is 0)."""
-        n = len(self)
-        if size <= 0 or n <= size:
-            return [(0, n)]
-        count = -(-n // size)  # chunks of equal size, none much smaller than the rest
-        bounds = [n * k // count for k in range(count + 1)]
-        return list(pairwise(bounds))
+        return chunk_bounds(len(self), size)
 
     @classmethod
     def of_values(
@@ -147,3 +142,12 @@ class ParseResult:
     def __len__(self) -> int:
         """Number of input records accounted for (good plus bad)."""
         return len(self.encoded) + len(self.bad)
+
+
+def chunk_bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of consecutive chunks of at most ``size`` of ``n`` records (one chunk when ``size`` is 0)."""
+    if size <= 0 or n <= size:
+        return [(0, n)]
+    count = -(-n // size)  # chunks of equal size, none much smaller than the rest
+    bounds = [n * k // count for k in range(count + 1)]
+    return list(pairwise(bounds))

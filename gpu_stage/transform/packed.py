@@ -24,7 +24,7 @@ from typing import TypeVar, cast, overload
 import numpy as np
 import numpy.typing as npt
 
-from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.batch import RawBatch, chunk_bounds
 from llmpipe.dlq import BadRecord, Reason
 
 U8 = npt.NDArray[np.uint8]
@@ -244,6 +244,25 @@ class PackedBatch:
         if allocate is not None:
             columns = _side_by_side(columns, allocate, _PLACE)
         return cls(batch.topic, *columns)  # type: ignore[arg-type]
+
+    def chunks(self, size: int) -> list[tuple[int, int]]:
+        """``(start, end)`` of consecutive chunks of at most ``size`` records (as :meth:`RawBatch.chunks`)."""
+        return chunk_bounds(len(self), size)
+
+    def slice(self, start: int, end: int) -> PackedBatch:
+        """Records ``start`` to ``end`` (exclusive) as a batch of their own: views of the buffers, new ends."""
+        if start == 0 and end >= len(self):
+            return self
+        columns: list[npt.NDArray[np.generic]] = []
+        for buf, ends in ((self.value_buf, self.value_ends), (self.key_buf, self.key_ends),
+                          (self.header_buf, self.header_ends)):  # fmt: skip
+            base = _start(ends, start)
+            columns += [buf[base : _start(ends, end)], ends[start:end] - base]
+        value_buf, value_ends, key_buf, key_ends, header_buf, header_ends = columns
+        rows = slice(start, end)
+        ordered = [value_buf, value_ends, key_buf, key_ends, self.key_null[rows], header_buf, header_ends,
+                   self.partitions[rows], self.offsets[rows], self.timestamps_ms[rows]]  # fmt: skip
+        return PackedBatch(self.topic, *ordered)  # type: ignore[arg-type]
 
     def to_raw(self) -> RawBatch:
         """The same records as Python objects (tests compare both forms)."""

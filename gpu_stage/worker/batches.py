@@ -12,9 +12,11 @@ from collections import defaultdict
 from typing import cast
 
 from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.packed import PackedBatch
 from gpu_stage.worker.partitions import Partitioning
+from gpu_stage.worker.state import Consumed
 from llmpipe import threads
-from llmpipe.kafka_io import Message, Records, TopicPartitions, offsets
+from llmpipe.kafka_io import Message, PackedRecords, Records, TopicPartitions, offsets
 
 CONSUME_MAX_RECORDS = 10_000
 """The most records one consume call of the collect loop asks for."""
@@ -28,7 +30,7 @@ granularity at which the loop notices that commit's end."""
 class Collecting(Partitioning):
     """The collect step: one batch of records from the partitions the worker still owns."""
 
-    def _collect(self) -> Records:
+    def _collect(self) -> Consumed:
         """Gather one batch, closed by record count, byte count or wait time.
 
         While the previous batch still commits, the batch stays open past its wait time: the loop
@@ -55,10 +57,10 @@ class Collecting(Partitioning):
                 self.totals.cpu_at_first_input = time.process_time()
                 self.totals.threads_at_first_input = threads.cpu_by_group()
             buffer = self._buffer  # a rebalance during consume may have replaced it
-            buffer.extend(got)
+            buffer.extend(got)  # type: ignore[arg-type]  # the consumer fills buffers of its own kind
             if self._partitioning_stale:
                 self._recheck_partitioning()
-        batch, self._buffer = self._buffer, Records()
+        batch, self._buffer = self._buffer, self._new_buffer()
         return self._owned(batch)
 
     def _committing(self) -> bool:
@@ -66,7 +68,7 @@ class Collecting(Partitioning):
         in_flight = self._in_flight
         return in_flight is not None and not in_flight.committed.done() and not self._overdue(in_flight.handed_at)
 
-    def _owned(self, batch: Records) -> Records:
+    def _owned(self, batch: Consumed) -> Consumed:
         """``batch`` without records of partitions no longer assigned to us.
 
         A rebalance callback runs inside ``consume``; records a consume call returned together with a
@@ -79,8 +81,10 @@ class Collecting(Partitioning):
         return batch if seen <= owned else batch.without(seen - owned)
 
 
-def to_batch(records: Records | list[Message]) -> RawBatch:
-    """Columnar batch of consumed records (a missing value counts as an empty body)."""
+def to_batch(records: Consumed | list[Message]) -> RawBatch | PackedBatch:
+    """Columnar batch of consumed records (a missing value counts as an empty body); packed ones stay packed."""
+    if isinstance(records, PackedRecords):
+        return PackedBatch(records.topic, *records.columns().columns())  # type: ignore[arg-type]
     if not isinstance(records, Records):
         records = Records.of_messages(records)
     values = records.values

@@ -13,7 +13,9 @@ from concurrent import futures
 import numpy as np
 
 from gpu_stage import metrics
+from gpu_stage.transform.api import StreamBackend
 from gpu_stage.transform.batch import ParseResult, RawBatch
+from gpu_stage.transform.packed import PackedBatch
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.state import Outcome, WorkerState
 from gpu_stage.worker.wire import typed_values
@@ -22,7 +24,7 @@ from gpu_stage.worker.wire import typed_values
 class ChunkedParse(WorkerState):
     """The parse and produce step of a transaction: typed rows enqueued, dead letters gathered."""
 
-    def _parse_and_produce(self, batch: RawBatch) -> Outcome:
+    def _parse_and_produce(self, batch: RawBatch | PackedBatch) -> Outcome:
         """Parse the batch chunk by chunk on the parse thread, enqueueing each chunk's rows meanwhile.
 
         The backends do their work without the GIL (the native core, the device lane's packing and
@@ -48,7 +50,7 @@ class ChunkedParse(WorkerState):
             raise
         return outcome
 
-    def _produce_chunk(self, result: ParseResult, chunk: RawBatch, outcome: Outcome) -> None:
+    def _produce_chunk(self, result: ParseResult, chunk: RawBatch | PackedBatch, outcome: Outcome) -> None:
         """Enqueue the typed rows of ``chunk`` (parsed into ``result``) and add it to the batch's outcome."""
         if self.settings.on_bad == "fail":
             check_bad(result.bad, 0, self.settings)  # stop at the first bad record, before producing more
@@ -58,11 +60,11 @@ class ChunkedParse(WorkerState):
         outcome.typed += len(result.encoded)
         outcome.bad += result.bad
 
-    def _timed_parse(self, batch: RawBatch) -> ParseResult:
+    def _timed_parse(self, batch: RawBatch | PackedBatch) -> ParseResult:
         stats = getattr(self.backend, "stats", None)  # the gpu backend's running rows per lane
         native_before = stats.slow_rows if stats is not None else 0
         started = time.perf_counter()
-        result = self.backend.parse(batch)
+        result = self._parse(batch)
         seconds = time.perf_counter() - started
         self._steps["parse"] += seconds
         metrics.PARSE_SECONDS.observe(seconds)
@@ -74,7 +76,15 @@ class ChunkedParse(WorkerState):
             metrics.PARSED_ROWS.labels("device").inc(len(batch) - native)
         return result
 
-    def _produce_typed(self, result: ParseResult, chunk: RawBatch) -> None:
+    def _parse(self, batch: RawBatch | PackedBatch) -> ParseResult:
+        """The backend's result for ``batch``; a packed one through the backend's packed path where it has one."""
+        if not isinstance(batch, PackedBatch):
+            return self.backend.parse(batch)
+        if isinstance(self.backend, StreamBackend):
+            return next(iter(self.backend.parse_stream([batch], overlap=False)))
+        return self.backend.parse(batch.to_raw())
+
+    def _produce_typed(self, result: ParseResult, chunk: RawBatch | PackedBatch) -> None:
         encoded = result.encoded
         partitions: list[int] | None = None
         if self.typed_topic in self._co_partitioned:  # each row to its raw record's partition

@@ -15,21 +15,22 @@ import time
 
 from gpu_stage import metrics
 from gpu_stage.transform.batch import RawBatch
+from gpu_stage.transform.packed import PackedBatch
 from gpu_stage.worker.batches import to_batch
 from gpu_stage.worker.chunks import ChunkedParse
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.recovery import Recovery
 from gpu_stage.worker.report import Reporting
-from gpu_stage.worker.state import InFlight, Outcome
+from gpu_stage.worker.state import Consumed, InFlight, Outcome
 from gpu_stage.worker.totals import STAGES
 from llmpipe.errors import ParseError
-from llmpipe.kafka_io import ANY_PARTITION, Records, TopicPartitions, TransactionalProducer, offsets
+from llmpipe.kafka_io import ANY_PARTITION, TopicPartitions, TransactionalProducer, offsets
 
 
 class Committing(Recovery, ChunkedParse, Reporting):
     """Runs a batch's transaction up to its commit, and settles the commit in flight."""
 
-    def _process(self, records: Records) -> None:
+    def _process(self, records: Consumed) -> None:
         """Run the batch's transaction up to its commit, which goes on on the committer thread."""
         started = time.time()
         self._steps = dict.fromkeys(STAGES, 0.0)
@@ -59,7 +60,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         self._watchdog.disarm()
         return True
 
-    def _transact(self, records: Records, batch: RawBatch, started: float) -> InFlight:
+    def _transact(self, records: Consumed, batch: RawBatch | PackedBatch, started: float) -> InFlight:
         """Parse and produce one batch, add its offsets and hand its commit to the committer thread."""
         self._refresh_stale_producer()
         outcome = self._transact_unguarded(records, batch)
@@ -76,7 +77,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         metrics.COMMIT_SECONDS.observe(steps["commit"])
         return time.time(), time.process_time()
 
-    def _transact_unguarded(self, records: Records, batch: RawBatch) -> Outcome:
+    def _transact_unguarded(self, records: Consumed, batch: RawBatch | PackedBatch) -> Outcome:
         """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
         producer = self.producer
         producer.begin()
@@ -99,7 +100,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         self._steps["commit"] = time.perf_counter() - commit_started
         return outcome
 
-    def _commit_offsets(self, records: Records) -> TopicPartitions:
+    def _commit_offsets(self, records: Consumed) -> TopicPartitions:
         """Offsets after the batch; the consumer's position where it is further on.
 
         The position has also stepped over transaction markers that follow the last record (the raw

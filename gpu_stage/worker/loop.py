@@ -21,7 +21,7 @@ from gpu_stage.worker.totals import STAGES, Totals
 from gpu_stage.worker.watchdog import Watchdog, exit_hung
 from gpu_stage.worker.wire import value_prefix
 from llmpipe.errors import SourceError
-from llmpipe.kafka_io import AlwaysAnswering, CallThread, Reachability, Records
+from llmpipe.kafka_io import AlwaysAnswering, CallThread, Reachability
 from llmpipe.record import FINGERPRINT_HEADER
 
 log = logging.getLogger(__package__)  # the worker's one logger, "gpu_stage.worker"
@@ -56,7 +56,7 @@ class Worker(Committing, Collecting):
         transactional calls too, so that none of them can block the loop for good."""
         self._in_flight = None
         self.stopping = False
-        self._buffer = Records()
+        self._buffer = self._new_buffer()
         self._watch = watch if watch is not None else AlwaysAnswering()
         self._call_bound_s = call_bound_s(settings.txn_deadline_s)
         self._outage = Outage()

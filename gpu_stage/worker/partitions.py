@@ -12,7 +12,7 @@ import logging
 
 from gpu_stage.worker.calls import GuardedCalls
 from llmpipe.errors import SourceError
-from llmpipe.kafka_io import Consumer, TopicPartitions
+from llmpipe.kafka_io import Consumer, PackedReader, TopicPartitions
 
 log = logging.getLogger(__package__)  # the worker's one logger, "gpu_stage.worker"
 
@@ -20,9 +20,10 @@ log = logging.getLogger(__package__)  # the worker's one logger, "gpu_stage.work
 class Partitioning(GuardedCalls):
     """The consumer with its rebalance callbacks, and the output partitioning that follows the assignment."""
 
-    def _new_consumer(self) -> Consumer:
+    def _new_consumer(self) -> Consumer | PackedReader:
         s = self.settings
-        return Consumer(
+        member = PackedReader if s.kafka_reader == "packed" else Consumer
+        return member(
             s.kafka,
             s.group_id,
             [s.raw_topic],

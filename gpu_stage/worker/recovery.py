@@ -14,7 +14,7 @@ from typing import TypeVar
 from gpu_stage import metrics
 from gpu_stage.worker.producer import ProducerLifecycle
 from llmpipe.errors import FencedError, PipelineError
-from llmpipe.kafka_io import Records, TxnAbortable, TxnTimedOut
+from llmpipe.kafka_io import TxnAbortable, TxnTimedOut
 
 T = TypeVar("T")
 
@@ -47,7 +47,7 @@ class Recovery(ProducerLifecycle):
         self._outage.failed(cause, exc)
         metrics.ABORTS.labels(cause).inc()
         self.totals.aborts += 1
-        self._buffer = Records()
+        self._buffer = self._new_buffer()
         self._notice_outage()
         pause, producer_ready = RECOVERY_BACKOFF_S[0], False
         while not self.stopping:

@@ -17,7 +17,19 @@ from gpu_stage.worker.outage import Outage
 from gpu_stage.worker.totals import Totals
 from gpu_stage.worker.watchdog import Watchdog
 from llmpipe.dlq import BadRecord
-from llmpipe.kafka_io import CallThread, Consumer, Headers, Reachability, Records, TransactionalProducer
+from llmpipe.kafka_io import (
+    CallThread,
+    Consumer,
+    Headers,
+    PackedReader,
+    PackedRecords,
+    Reachability,
+    Records,
+    TransactionalProducer,
+)
+
+Consumed = Records | PackedRecords
+"""A batch's consumed records: as objects, or as packed columns (``--kafka-reader packed``)."""
 
 
 @dataclass
@@ -32,7 +44,7 @@ class Outcome:
 class InFlight:
     """A batch whose transaction is committing on the committer thread."""
 
-    records: Records
+    records: Consumed
     outcome: Outcome
     started: float
     """Wall-clock time (epoch s) its processing began."""
@@ -55,10 +67,10 @@ class WorkerState:
     """Bytes before each typed datum: the Confluent wire prefix with ``--schema-registry-url``, else none."""
     totals: Totals
     stopping: bool
-    consumer: Consumer
+    consumer: Consumer | PackedReader
     producer: TransactionalProducer
     _producer_made_at: float
-    _buffer: Records
+    _buffer: Consumed
     _steps: dict[str, float]
     _collect_s: float
     _starved_s: float
@@ -72,3 +84,9 @@ class WorkerState:
     _idle_check_failing: bool
     _co_partitioned: frozenset[str]
     _partitioning_stale: bool
+
+    def _new_buffer(self) -> Consumed:
+        """An empty collect buffer of the kind the consumer fills."""
+        if self.settings.kafka_reader == "packed":
+            return PackedRecords(self.settings.raw_topic)
+        return Records()

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, Consumer, offsets
     from llmpipe.kafka_io.logs import REPEAT_WINDOW_S, DemotedLog, RepeatFilter
     from llmpipe.kafka_io.outages import AlwaysAnswering, CallThread, ClusterWatch, Reachability
-    from llmpipe.kafka_io.packed_reader import PackedColumns, PackedReader
+    from llmpipe.kafka_io.packed_reader import PackedColumns, PackedReader, PackedRecords
     from llmpipe.kafka_io.producer import (
         ANY_PARTITION,
         TXN_RETRY_BACKOFF_MS,
@@ -73,6 +73,7 @@ _HOMES = {
     "Reachability": "outages",
     "PackedColumns": "packed_reader",
     "PackedReader": "packed_reader",
+    "PackedRecords": "packed_reader",
     "ANY_PARTITION": "producer",
     "Producer": "producer",
     "TXN_RETRY_BACKOFF_MS": "producer",
@@ -120,6 +121,7 @@ __all__ = [
     "Message",
     "PackedColumns",
     "PackedReader",
+    "PackedRecords",
     "Producer",
     "Reachability",
     "Records",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import llmpipe_native
@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 from confluent_kafka import TopicPartition
 
-from llmpipe.errors import SourceError
+from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io.config import KafkaSettings
 from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, member_config
 from llmpipe.kafka_io.logs import rdkafka_log
@@ -76,6 +76,86 @@ def _columns(raw: Sequence[bytes]) -> PackedColumns:
     return PackedColumns(*(np.frombuffer(b, dtype=kind) for b, kind in zip(raw, kinds, strict=True)))
 
 
+def _concatenated(parts: Sequence[PackedColumns]) -> PackedColumns:
+    """One set of columns holding ``parts``' records in order (each end rebased onto the joined buffer)."""
+    if len(parts) == 1:
+        return parts[0]
+    joined = []
+    for name, ends_of in (("value", "value_ends"), ("key", "key_ends"), ("header", "header_ends")):
+        bufs = [getattr(c, f"{name}_buf")[: int(getattr(c, ends_of)[-1]) if len(c) else 0] for c in parts]
+        bases = np.cumsum([0] + [len(b) for b in bufs[:-1]])
+        ends = [getattr(c, ends_of) + base for c, base in zip(parts, bases, strict=True)]
+        joined += [np.concatenate(bufs), np.concatenate(ends)]
+    value_buf, value_ends, key_buf, key_ends, header_buf, header_ends = joined
+    rest = {name: np.concatenate([getattr(c, name) for c in parts])
+            for name in ("key_null", "partitions", "offsets", "timestamps_ms")}  # fmt: skip
+    return PackedColumns(value_buf, value_ends, key_buf, key_ends, rest["key_null"], header_buf, header_ends,
+                         rest["partitions"], rest["offsets"], rest["timestamps_ms"])  # fmt: skip
+
+
+def _rows(columns: PackedColumns, rows: I64) -> PackedColumns:
+    """The records at ``rows`` (ascending), as columns of their own (a rebalance's path, not the batch's)."""
+    def pick(buf: U8, ends: I64) -> tuple[U8, I64]:
+        starts = np.concatenate([[0], ends[:-1]])
+        pieces = [buf[starts[i] : ends[i]] for i in rows]
+        return (np.concatenate(pieces) if pieces else buf[:0]), np.cumsum([len(x) for x in pieces], dtype=np.int64)
+
+    value_buf, value_ends = pick(columns.value_buf, columns.value_ends)
+    key_buf, key_ends = pick(columns.key_buf, columns.key_ends)
+    header_buf, header_ends = pick(columns.header_buf, columns.header_ends)
+    return PackedColumns(value_buf, value_ends, key_buf, key_ends, columns.key_null[rows], header_buf,
+                         header_ends, columns.partitions[rows], columns.offsets[rows],
+                         columns.timestamps_ms[rows])  # fmt: skip
+
+
+@dataclass
+class PackedRecords:
+    """Consumed records of one topic as packed columns, from one consume call or several joined.
+
+    The collect loop's buffer when the worker reads with :class:`PackedReader`: the same questions as
+    :class:`llmpipe.kafka_io.Records` (length, value bytes, partitions seen, the records of some
+    partitions dropped, the offsets to commit), answered from the columns.
+    """
+
+    topic: str = ""
+    parts: list[PackedColumns] = field(default_factory=list)
+    nbytes: int = 0
+    """Sum of the value sizes."""
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+    def extend(self, other: PackedRecords) -> None:
+        """Append ``other``'s records."""
+        self.topic = self.topic or other.topic
+        self.parts += other.parts
+        self.nbytes += other.nbytes
+
+    def columns(self) -> PackedColumns:
+        """Every record as one set of columns, in consumption order."""
+        if not self.parts:
+            return _columns([b""] * 10)
+        return _concatenated(self.parts)
+
+    def partitions_seen(self) -> set[tuple[str, int]]:
+        """Every (topic, partition) with a record here."""
+        return {(self.topic, int(p)) for c in self.parts for p in np.unique(c.partitions)}
+
+    def without(self, dropped: set[tuple[str, int]]) -> PackedRecords:
+        """The records whose (topic, partition) is not in ``dropped`` (rebalances: not on the hot path)."""
+        gone = [p for t, p in dropped if t == self.topic]
+        kept = [_rows(c, np.flatnonzero(~np.isin(c.partitions, gone))) for c in self.parts]
+        kept = [c for c in kept if len(c)]
+        return PackedRecords(self.topic, kept, sum(c.nbytes for c in kept))
+
+    def next_offsets(self) -> dict[tuple[str, int], int]:
+        """Per (topic, partition), the offset after its last record here."""
+        last: dict[tuple[str, int], int] = {}
+        for c in self.parts:
+            last.update(((self.topic, int(p)), int(o) + 1) for p, o in zip(c.partitions, c.offsets, strict=True))
+        return last
+
+
 class PackedReader:
     """A consumer group member for the transactional loop whose records come as packed columns."""
 
@@ -90,6 +170,10 @@ class PackedReader:
         fetch_backoff_ms: int = FETCH_QUEUE_BACKOFF_MS,
     ) -> None:
         """Subscribe to ``topics``, with the settings of :class:`llmpipe.kafka_io.Consumer`."""
+        if len(topics) != 1 or topics[0].startswith("^"):
+            msg = f"a packed reader reads one topic, named, not {list(topics)}"
+            raise ConfigError(msg)
+        self._topic = topics[0]
         merged = member_config(settings, group_id, fetch_backoff_ms, config)
         merged.pop("logger", None)  # librdkafka's lines come back through take_logs
         strings = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in merged.items()}
@@ -129,6 +213,13 @@ class PackedReader:
         """
         raw = self._call("consume", lambda: self._reader.consume(max_records, max_bytes, timeout_s))
         return None if raw is None else _columns(raw)
+
+    def consume_records(self, max_records: int, timeout_s: float, max_bytes: int = 1 << 30) -> PackedRecords:
+        """Like :meth:`consume_packed`, as :class:`PackedRecords` (empty when none came): the collect loop's form."""
+        columns = self.consume_packed(max_records, timeout_s, max_bytes)
+        if columns is None:
+            return PackedRecords(self._topic)
+        return PackedRecords(self._topic, [columns], columns.nbytes)
 
     def partition_count(self, topic: str, timeout_s: float = 10.0) -> int | None:
         """How many partitions ``topic`` has, from the cluster's metadata; None where it does not exist."""

@@ -44,10 +44,18 @@ def assert_exactly_once(kafka: KafkaSettings, base: str, dlq: str, expected: Raw
     assert set(dead) == expected.bad
 
 
-def test_50k_records_typed_plus_dlq_match_input(kafka: KafkaSettings, new_topic: Any, tmp_path: Path) -> None:
+READERS = pytest.mark.parametrize("reader", ["objects", "packed"])
+"""Both ways the worker reads raw records (``--kafka-reader``)."""
+
+
+@READERS
+def test_50k_records_typed_plus_dlq_match_input(
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str
+) -> None:
     raw, base, dlq = _topics(new_topic)
     expected = write_raw(kafka, raw, 50_000)
-    proc = start_worker(worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), tmp_path / "w.log")
+    command = [*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), "--kafka-reader", reader]
+    proc = start_worker(command, tmp_path / "w.log")
     assert proc.wait(timeout=300) == 0, (tmp_path / "w.log").read_text()[-3000:]
 
     assert_exactly_once(kafka, base, dlq, expected)
@@ -71,12 +79,13 @@ def test_50k_records_typed_plus_dlq_match_input(kafka: KafkaSettings, new_topic:
     assert all(dict(m.headers)["attributes"] == b'{"user_id":"u1"}' for m in dead)
 
 
+@READERS
 def test_sigkill_three_times_loses_and_doubles_nothing(
-    kafka: KafkaSettings, new_topic: Any, tmp_path: Path
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str
 ) -> None:
     raw, base, dlq = _topics(new_topic)
     expected = write_raw(kafka, raw, 100_000)
-    command = worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}")
+    command = [*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), "--kafka-reader", reader]
     rng = random.Random(7)
     kills = 0
     for _ in range(3):
@@ -95,11 +104,15 @@ def test_sigkill_three_times_loses_and_doubles_nothing(
     assert len(uncommitted) >= len(expected.good)
 
 
-def test_two_workers_share_partitions_exactly_once(kafka: KafkaSettings, new_topic: Any, tmp_path: Path) -> None:
+@READERS
+def test_two_workers_share_partitions_exactly_once(
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str
+) -> None:
     raw, base, dlq = _topics(new_topic, partitions=6)
     expected = write_raw(kafka, raw, 60_000)
-    procs = [start_worker(worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}-{n}"), tmp_path / f"w{n}.log")
-             for n in range(2)]
+    commands = [[*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}-{n}"), "--kafka-reader", reader]
+                for n in range(2)]  # fmt: skip
+    procs = [start_worker(command, tmp_path / f"w{n}.log") for n, command in enumerate(commands)]
     codes = [p.wait(timeout=300) for p in procs]
     assert codes == [0, 0], (tmp_path / "w0.log").read_text()[-2000:] + (tmp_path / "w1.log").read_text()[-2000:]
     assert_exactly_once(kafka, base, dlq, expected)
