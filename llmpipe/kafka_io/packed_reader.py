@@ -119,17 +119,19 @@ class PackedRecords:
 
     topic: str = ""
     parts: list[PackedColumns] = field(default_factory=list)
-    nbytes: int = 0
-    """Sum of the value sizes."""
 
     def __len__(self) -> int:
         return sum(map(len, self.parts))
+
+    @property
+    def nbytes(self) -> int:
+        """Sum of the value sizes."""
+        return sum(c.nbytes for c in self.parts)
 
     def extend(self, other: PackedRecords) -> None:
         """Append ``other``'s records."""
         self.topic = self.topic or other.topic
         self.parts += other.parts
-        self.nbytes += other.nbytes
 
     def columns(self) -> PackedColumns:
         """Every record as one set of columns, in consumption order."""
@@ -146,7 +148,7 @@ class PackedRecords:
         gone = [p for t, p in dropped if t == self.topic]
         kept = [_rows(c, np.flatnonzero(~np.isin(c.partitions, gone))) for c in self.parts]
         kept = [c for c in kept if len(c)]
-        return PackedRecords(self.topic, kept, sum(c.nbytes for c in kept))
+        return PackedRecords(self.topic, kept)
 
     def next_offsets(self) -> dict[tuple[str, int], int]:
         """Per (topic, partition), the offset after its last record here."""
@@ -219,7 +221,7 @@ class PackedReader:
         columns = self.consume_packed(max_records, timeout_s, max_bytes)
         if columns is None:
             return PackedRecords(self._topic)
-        return PackedRecords(self._topic, [columns], columns.nbytes)
+        return PackedRecords(self._topic, [columns])
 
     def partition_count(self, topic: str, timeout_s: float = 10.0) -> int | None:
         """How many partitions ``topic`` has, from the cluster's metadata; None where it does not exist."""

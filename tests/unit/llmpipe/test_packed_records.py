@@ -30,7 +30,7 @@ def _records(*batches: RawBatch) -> PackedRecords:
     for batch in batches:
         packed = PackedBatch.of(batch)
         columns = PackedColumns(*packed.columns())  # type: ignore[arg-type]
-        out.extend(PackedRecords(TOPIC, [columns], columns.nbytes))
+        out.extend(PackedRecords(TOPIC, [columns]))
     return out
 
 
