@@ -35,19 +35,55 @@ struct Reports {
     fatal: Option<String>,
 }
 
-struct ReaderContext {
-    on_rebalance: Py<PyAny>,
-    reports: Mutex<Reports>,
-}
+/// [`Reports`] shared between librdkafka's threads and the caller's.
+#[derive(Default)]
+pub(crate) struct Reported(Mutex<Reports>);
 
-impl ReaderContext {
-    fn report(&self, level: i32, facility: &str, text: &str) {
-        let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+impl Reported {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Reports> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep a log line (the oldest is dropped, and counted, once `LOG_LINES` are kept).
+    pub(crate) fn report(&self, level: i32, facility: &str, text: &str) {
+        let mut reports = self.lock();
         if reports.logs.len() >= LOG_LINES {
             reports.logs.pop_front();
             reports.dropped += 1;
         }
         reports.logs.push_back((level, facility.to_owned(), text.to_owned()));
+    }
+
+    /// A client error: fatal ones are kept for [`Reported::fatal`], the others become log lines.
+    pub(crate) fn error(&self, error: &KafkaError, reason: &str) {
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
+            self.lock().fatal = Some(format!("{error}: {reason}"));
+        } else {
+            self.report(4, "ERROR", &format!("{error}: {reason}"));
+        }
+    }
+
+    /// The log lines since the last call and how many were dropped for want of room.
+    pub(crate) fn take(&self) -> (Vec<(i32, String, String)>, usize) {
+        let mut reports = self.lock();
+        let dropped = std::mem::take(&mut reports.dropped);
+        (reports.logs.drain(..).collect(), dropped)
+    }
+
+    /// The fatal error librdkafka raised, if any.
+    pub(crate) fn fatal(&self) -> Option<String> {
+        self.lock().fatal.clone()
+    }
+}
+
+struct ReaderContext {
+    on_rebalance: Py<PyAny>,
+    reports: Reported,
+}
+
+impl ReaderContext {
+    fn report(&self, level: i32, facility: &str, text: &str) {
+        self.reports.report(level, facility, text);
     }
 
     fn call_python(&self, kind: &str, parts: &TopicPartitionList) {
@@ -69,12 +105,7 @@ impl ClientContext for ReaderContext {
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Fatal) {
-            let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
-            reports.fatal = Some(format!("{error}: {reason}"));
-        } else {
-            self.report(4, "ERROR", &format!("{error}: {reason}"));
-        }
+        self.reports.error(&error, reason);
     }
 }
 
@@ -153,15 +184,15 @@ impl Columns {
     }
 }
 
-fn timeout(seconds: f64) -> Duration {
+pub(crate) fn timeout(seconds: f64) -> Duration {
     Duration::from_secs_f64(seconds.max(0.0))
 }
 
-fn kafka_error(what: &str, err: KafkaError) -> PyErr {
+pub(crate) fn kafka_error(what: &str, err: KafkaError) -> PyErr {
     PyRuntimeError::new_err(format!("{what}: {err}"))
 }
 
-fn partition_list(parts: &[(String, i32, i64)]) -> PyResult<TopicPartitionList> {
+pub(crate) fn partition_list(parts: &[(String, i32, i64)]) -> PyResult<TopicPartitionList> {
     let mut list = TopicPartitionList::new();
     for (topic, partition, offset) in parts {
         let at = if *offset >= 0 { Offset::Offset(*offset) } else { Offset::Invalid };
@@ -193,7 +224,7 @@ impl KafkaReader {
             client.set(key.extract::<String>()?, value.str()?.to_string());
         }
         client.set_log_level(RDKafkaLogLevel::Info);
-        let context = ReaderContext { on_rebalance, reports: Mutex::new(Reports::default()) };
+        let context = ReaderContext { on_rebalance, reports: Reported::default() };
         let consumer: BaseConsumer<ReaderContext> =
             client.create_with_context(context).map_err(|e| PyValueError::new_err(format!("consumer: {e}")))?;
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
@@ -238,9 +269,7 @@ impl KafkaReader {
     /// The log lines librdkafka reported since the last call, as (syslog level, facility, text),
     /// and how many were dropped for want of room.
     fn take_logs(&self) -> (Vec<(i32, String, String)>, usize) {
-        let mut reports = self.consumer.context().reports.lock().unwrap_or_else(|e| e.into_inner());
-        let dropped = std::mem::take(&mut reports.dropped);
-        (reports.logs.drain(..).collect(), dropped)
+        self.consumer.context().reports.take()
     }
 
     /// The partitions this member owns, as (topic, partition).
@@ -352,7 +381,7 @@ fn cached_watermarks(consumer: &BaseConsumer<ReaderContext>, topic: &str, partit
 
 impl KafkaReader {
     fn raise_fatal(&self) -> PyResult<()> {
-        let fatal = self.consumer.context().reports.lock().unwrap_or_else(|e| e.into_inner()).fatal.clone();
+        let fatal = self.consumer.context().reports.fatal();
         fatal.map_or(Ok(()), |text| Err(PyRuntimeError::new_err(format!("fatal consumer error: {text}"))))
     }
 }

@@ -1,6 +1,7 @@
 //! The gpu_stage transform in native code: a batch of raw vLLM bodies becomes Avro datums of typed
 //! rows plus dead letters, with exactly the semantics of the Python reference backend
-//! (`gpu_stage/transform/contract/semantics.md`). Python keeps the I/O; this crate only turns bytes into bytes.
+//! (`gpu_stage/transform/contract/semantics.md`). Besides the transform, `kafka` and `writer` are the worker's
+//! Kafka clients that read and write those bytes without a Python object per record.
 
 pub mod avro;
 pub mod content;
@@ -11,6 +12,7 @@ pub mod json;
 pub mod pack;
 pub mod packed;
 pub mod kafka;
+pub mod writer;
 mod py;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

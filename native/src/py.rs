@@ -600,6 +600,8 @@ fn llmpipe_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTransform>()?;
     m.add_class::<PackedRun>()?;
     m.add_class::<crate::kafka::KafkaReader>()?;
+    m.add_class::<crate::writer::KafkaWriter>()?;
+    m.add("KafkaCallError", m.py().get_type::<crate::writer::KafkaCallError>())?;
     m.add_function(wrap_pyfunction!(check_packed, m)?)?;
     m.add_function(wrap_pyfunction!(copy_into, m)?)?;
     m.add_function(wrap_pyfunction!(place, m)?)?;
