@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from llmpipe.kafka_io.logs import REPEAT_WINDOW_S, DemotedLog, RepeatFilter
     from llmpipe.kafka_io.outages import AlwaysAnswering, CallThread, ClusterWatch, Reachability
     from llmpipe.kafka_io.packed_reader import PackedColumns, PackedReader, PackedRecords
+    from llmpipe.kafka_io.packed_writer import PackedKeys, PackedWriter
     from llmpipe.kafka_io.producer import (
         ANY_PARTITION,
         TXN_RETRY_BACKOFF_MS,
@@ -74,6 +75,8 @@ _HOMES = {
     "PackedColumns": "packed_reader",
     "PackedReader": "packed_reader",
     "PackedRecords": "packed_reader",
+    "PackedKeys": "packed_writer",
+    "PackedWriter": "packed_writer",
     "ANY_PARTITION": "producer",
     "Producer": "producer",
     "TXN_RETRY_BACKOFF_MS": "producer",
@@ -120,8 +123,10 @@ __all__ = [
     "KafkaSettings",
     "Message",
     "PackedColumns",
+    "PackedKeys",
     "PackedReader",
     "PackedRecords",
+    "PackedWriter",
     "Producer",
     "Reachability",
     "Records",

@@ -15,6 +15,18 @@ from typing import Any
 log = logging.getLogger("llmpipe.kafka_io")
 """The package's one logger: its lines keep the name they always had, and one :class:`RepeatFilter` sees them all."""
 rdkafka_log = logging.getLogger("librdkafka")
+SYSLOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
+                 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}  # fmt: skip
+"""librdkafka's syslog levels as logging levels."""
+
+
+def log_queued(take_logs: Callable[[], tuple[list[tuple[int, str, str]], int]]) -> None:
+    """Log the lines a native client queued from librdkafka's threads (``take_logs``) on this thread."""
+    lines, dropped = take_logs()
+    for level, facility, text in lines:
+        rdkafka_log.log(SYSLOG_LEVELS.get(level, logging.INFO), "%s: %s", facility, text)
+    if dropped:
+        rdkafka_log.warning("%d librdkafka log lines dropped between two calls", dropped)
 
 REPEAT_WINDOW_S = 60.0
 """librdkafka retries a lost broker every few hundred milliseconds and logs every attempt; the same

@@ -13,7 +13,6 @@ takes, so offsets still commit inside the producer's transaction, fenced by the 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -26,13 +25,10 @@ from confluent_kafka import TopicPartition
 from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io.config import KafkaSettings
 from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, member_config
-from llmpipe.kafka_io.logs import rdkafka_log
+from llmpipe.kafka_io.logs import log_queued
 
 OFFSET_INVALID = -1001
 """librdkafka's offset for "none known" (no position yet, nothing committed)."""
-SYSLOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
-                 4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}  # fmt: skip
-"""librdkafka's syslog levels as logging levels."""
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -199,14 +195,8 @@ class PackedReader:
             msg = f"{what}: {exc}"
             raise SourceError(msg) from exc
         finally:
-            self._log_reports()
+            log_queued(self._reader.take_logs)
 
-    def _log_reports(self) -> None:
-        lines, dropped = self._reader.take_logs()
-        for level, facility, text in lines:
-            rdkafka_log.log(SYSLOG_LEVELS.get(level, logging.INFO), "%s: %s", facility, text)
-        if dropped:
-            rdkafka_log.warning("%d librdkafka log lines dropped between two calls", dropped)
 
     def consume_packed(self, max_records: int, timeout_s: float, max_bytes: int = 1 << 30) -> PackedColumns | None:
         """Up to ``max_records`` records (or ``max_bytes`` of values); None when none came in ``timeout_s``.

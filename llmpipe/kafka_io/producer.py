@@ -26,12 +26,31 @@ ANY_PARTITION = -1
 """No partition chosen: librdkafka's partitioner picks one from the key."""
 
 
+def producer_config(settings: KafkaSettings, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The librdkafka configuration of a producer: idempotent, the settings' compression, then ``config``."""
+    base = {"enable.idempotence": True, "linger.ms": 20, "compression.type": settings.compression}
+    return {**settings.client_config(), **base, **dict(config or {})}
+
+
+def transactional_config(
+    transactional_id: str, config: Mapping[str, Any] | None, retry_backoff_ms: int
+) -> dict[str, Any]:
+    """What a transactional producer adds to :func:`producer_config`'s ``config``.
+
+    ``retry_backoff_ms`` is the wait before a request is retried (see :data:`TXN_RETRY_BACKOFF_MS`);
+    repeated retries back off exponentially up to ten times it, librdkafka's own ratio.
+    """
+    backoff = {"retry.backoff.ms": retry_backoff_ms, "retry.backoff.max.ms": min(10 * retry_backoff_ms, 60_000)}
+    merged = {"transactional.id": transactional_id, "transaction.timeout.ms": 60000, **backoff, **dict(config or {})}
+    merged.pop("enable.idempotence", None)
+    return merged
+
+
 class Producer:
     """A producer whose deliveries are all confirmed: ``flush`` raises the first failure."""
 
     def __init__(self, settings: KafkaSettings, config: Mapping[str, Any] | None = None) -> None:
-        base = {"enable.idempotence": True, "linger.ms": 20, "compression.type": settings.compression}
-        self._config = {**settings.client_config(), **base, **dict(config or {})}
+        self._config = producer_config(settings, config)
         self._client = confluent_kafka.Producer(self._config)
         self._error: KafkaError | None = None
         self.delivered = 0
@@ -112,12 +131,23 @@ class TxnTimedOut(DeliveryError):
 
 def _classify(exc: KafkaException, action: str) -> DeliveryError:
     err: KafkaError = exc.args[0]
-    text = f"{action} failed: {err}"
-    if err.fatal() or err.code() == KafkaError._FENCED:
+    return classified(f"{action} failed: {err}", fatal=err.fatal() or err.code() == KafkaError._FENCED,
+                      abortable=err.txn_requires_abort(),
+                      retriable=err.retriable() or err.code() == KafkaError._TIMED_OUT)  # fmt: skip
+
+
+def classified(text: str, *, fatal: bool, abortable: bool, retriable: bool) -> DeliveryError:
+    """The error for a failed transactional call, by librdkafka's classification of it.
+
+    Fatal (fenced included) → :class:`FencedError`: stop. Abortable → :class:`TxnAbortable`: abort and
+    rewind. Retriable (a timeout included) → :class:`TxnTimedOut`: outcome unknown, call again or
+    replace the producer. Anything else is a plain :class:`DeliveryError`.
+    """
+    if fatal:
         return FencedError(text)
-    if err.txn_requires_abort():
+    if abortable:
         return TxnAbortable(text)
-    if err.retriable() or err.code() == KafkaError._TIMED_OUT:
+    if retriable:
         return TxnTimedOut(text)
     return DeliveryError(text)
 
@@ -137,14 +167,9 @@ class TransactionalProducer(Producer):
                  retry_backoff_ms: int = TXN_RETRY_BACKOFF_MS) -> None:
         """Initialise transactions for ``transactional_id`` (fencing an earlier producer with it).
 
-        ``retry_backoff_ms`` is the wait before a request is retried (see :data:`TXN_RETRY_BACKOFF_MS`);
-        repeated retries back off exponentially up to ten times it, librdkafka's own ratio.
+        See :func:`transactional_config` for ``retry_backoff_ms``.
         """
-        backoff = {"retry.backoff.ms": retry_backoff_ms, "retry.backoff.max.ms": min(10 * retry_backoff_ms, 60_000)}
-        merged = {"transactional.id": transactional_id, "transaction.timeout.ms": 60000, **backoff,
-                  **dict(config or {})}
-        merged.pop("enable.idempotence", None)
-        super().__init__(settings, merged)
+        super().__init__(settings, transactional_config(transactional_id, config, retry_backoff_ms))
         self.timeout_s = timeout_s
         self._call(self._client.init_transactions, "init_transactions")
 
