@@ -11,6 +11,7 @@ import time
 from concurrent import futures
 
 import numpy as np
+import numpy.typing as npt
 
 from gpu_stage import metrics
 from gpu_stage.transform.api import StreamBackend
@@ -19,6 +20,7 @@ from gpu_stage.transform.packed import PackedBatch
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.state import Outcome, WorkerState
 from gpu_stage.worker.wire import typed_values
+from llmpipe.kafka_io import PackedKeys, PackedWriter
 
 
 class ChunkedParse(WorkerState):
@@ -86,9 +88,18 @@ class ChunkedParse(WorkerState):
 
     def _produce_typed(self, result: ParseResult, chunk: RawBatch | PackedBatch) -> None:
         encoded = result.encoded
-        partitions: list[int] | None = None
+        partitions: npt.NDArray[np.int64] | None = None
         if self.typed_topic in self._co_partitioned:  # each row to its raw record's partition
-            partitions = np.asarray(chunk.partitions, dtype=np.int64)[encoded.rows].tolist()
+            partitions = np.asarray(chunk.partitions, dtype=np.int64)[encoded.rows]
+        if isinstance(self.producer, PackedWriter):  # the chunk's rows in one call, from the buffers
+            keys: PackedKeys | list[bytes | None] = (
+                (chunk.key_buf, chunk.key_ends, chunk.key_null, encoded.rows)
+                if isinstance(chunk, PackedBatch) else list(encoded.keys)
+            )  # fmt: skip
+            self.producer.produce_rows(self.typed_topic, encoded.buf, encoded.offsets, keys, self._typed_headers,
+                                       partitions, self._value_prefix or b"")  # fmt: skip
+            return
         # Each value is a slice of the one encoded buffer (one copy, which librdkafka then takes over).
         values = typed_values(encoded, self._value_prefix)  # plain datums, or Confluent-framed ones
-        self.producer.produce_many(self.typed_topic, values, encoded.keys, self._typed_headers, partitions)
+        where = None if partitions is None else partitions.tolist()
+        self.producer.produce_many(self.typed_topic, values, encoded.keys, self._typed_headers, where)

@@ -21,10 +21,10 @@ from gpu_stage.worker.chunks import ChunkedParse
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.recovery import Recovery
 from gpu_stage.worker.report import Reporting
-from gpu_stage.worker.state import Consumed, InFlight, Outcome
+from gpu_stage.worker.state import Consumed, InFlight, Outcome, TxnProducer
 from gpu_stage.worker.totals import STAGES
 from llmpipe.errors import ParseError
-from llmpipe.kafka_io import ANY_PARTITION, TopicPartitions, TransactionalProducer, offsets
+from llmpipe.kafka_io import ANY_PARTITION, TopicPartitions, offsets
 
 
 class Committing(Recovery, ChunkedParse, Reporting):
@@ -69,7 +69,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         return InFlight(records, outcome, started, steps, committed)
 
     @staticmethod
-    def _commit(producer: TransactionalProducer, steps: dict[str, float]) -> tuple[float, float]:
+    def _commit(producer: TxnProducer, steps: dict[str, float]) -> tuple[float, float]:
         """The committer thread's part: commit the transaction."""
         started = time.perf_counter()
         producer.commit()

@@ -12,8 +12,9 @@ import logging
 import time
 
 from gpu_stage.worker.calls import GuardedCalls
+from gpu_stage.worker.state import TxnProducer
 from llmpipe.errors import FencedError, PipelineError
-from llmpipe.kafka_io import TransactionalProducer, TxnTimedOut
+from llmpipe.kafka_io import PackedWriter, TransactionalProducer, TxnTimedOut
 
 log = logging.getLogger(__package__)  # the worker's one logger, "gpu_stage.worker"
 
@@ -26,8 +27,9 @@ the typed and DLQ topics are created with the same ``max.message.bytes``."""
 class ProducerLifecycle(GuardedCalls):
     """Making, resetting and replacing the worker's transactional producer."""
 
-    def _new_producer(self) -> TransactionalProducer:
-        return TransactionalProducer(
+    def _new_producer(self) -> TxnProducer:
+        kind = PackedWriter if self.settings.kafka_writer == "packed" else TransactionalProducer
+        return kind(
             self.settings.kafka,
             self.settings.transactional_id,
             config={

@@ -23,6 +23,7 @@ from llmpipe.kafka_io import (
     Headers,
     PackedReader,
     PackedRecords,
+    PackedWriter,
     Reachability,
     Records,
     TransactionalProducer,
@@ -30,6 +31,8 @@ from llmpipe.kafka_io import (
 
 Consumed = Records | PackedRecords
 """A batch's consumed records: as objects, or as packed columns (``--kafka-reader packed``)."""
+TxnProducer = TransactionalProducer | PackedWriter
+"""The worker's transactional producer: through confluent-kafka, or the native core (``--kafka-writer packed``)."""
 
 
 @dataclass
@@ -68,7 +71,7 @@ class WorkerState:
     totals: Totals
     stopping: bool
     consumer: Consumer | PackedReader
-    producer: TransactionalProducer
+    producer: TxnProducer
     _producer_made_at: float
     _buffer: Consumed
     _steps: dict[str, float]

@@ -124,15 +124,20 @@ def lines_between(log: Path, start: float, end: float) -> list[str]:
     return out
 
 
-def test_workers_ride_out_a_broker_sigkill_and_restart(own_broker: tuple[Path, int], tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["packed", "objects"])
+def test_workers_ride_out_a_broker_sigkill_and_restart(
+    own_broker: tuple[Path, int], tmp_path: Path, client: str
+) -> None:
+    """With either Kafka client (``--kafka-reader`` and ``--kafka-writer`` both ``client``)."""
     root, port = own_broker
     kafka = KafkaSettings(bootstrap=f"127.0.0.1:{port}")
     create_topics(kafka, {"raw": 4})
     feed = Feed(kafka, "raw")
     feed.start()
     logs = [tmp_path / f"w{n}.log" for n in range(3)]
+    clients = ["--kafka-reader", client, "--kafka-writer", client]
     procs = [
-        start_worker(worker_command(kafka, "raw", "typed", "dlq", GROUP, f"t{n}", idle_s=6.0), logs[n])
+        start_worker([*worker_command(kafka, "raw", "typed", "dlq", GROUP, f"t{n}", idle_s=6.0), *clients], logs[n])
         for n in range(2)
     ]
     committed = Committed(kafka, "raw", 4)
@@ -144,7 +149,7 @@ def test_workers_ride_out_a_broker_sigkill_and_restart(own_broker: tuple[Path, i
     killed_at = time.time()
     broker.stop(root, hard=True)
     time.sleep(DOWN_S / 4)
-    late = [*worker_command(kafka, "raw", "typed", "dlq", GROUP, "t2", idle_s=6.0), "--kafka-wait-s", "90"]
+    late = [*worker_command(kafka, "raw", "typed", "dlq", GROUP, "t2", idle_s=6.0), "--kafka-wait-s", "90", *clients]
     procs.append(start_worker(late, logs[2]))  # starts while the broker is down
     time.sleep(DOWN_S * 3 / 4)
     broker.start(root, port)

@@ -44,17 +44,27 @@ def assert_exactly_once(kafka: KafkaSettings, base: str, dlq: str, expected: Raw
     assert set(dead) == expected.bad
 
 
-READERS = pytest.mark.parametrize("reader", ["objects", "packed"])
-"""Both ways the worker reads raw records (``--kafka-reader``)."""
+CLIENTS = pytest.mark.parametrize(
+    ("reader", "writer"), [("objects", "objects"), ("packed", "objects"), ("packed", "packed")]
+)
+"""The ways the worker reads raw records (``--kafka-reader``) and writes typed ones (``--kafka-writer``)."""
+EVERY_CLIENT = pytest.mark.parametrize(
+    ("reader", "writer"), [(r, w) for r in ("objects", "packed") for w in ("objects", "packed")]
+)
+"""Every pairing of the two (``objects`` reader with ``packed`` writer: keys from a list, not a packed column)."""
 
 
-@READERS
+def _clients(reader: str, writer: str) -> list[str]:
+    return ["--kafka-reader", reader, "--kafka-writer", writer]
+
+
+@EVERY_CLIENT
 def test_50k_records_typed_plus_dlq_match_input(
-    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str, writer: str
 ) -> None:
     raw, base, dlq = _topics(new_topic)
     expected = write_raw(kafka, raw, 50_000)
-    command = [*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), "--kafka-reader", reader]
+    command = [*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), *_clients(reader, writer)]
     proc = start_worker(command, tmp_path / "w.log")
     assert proc.wait(timeout=300) == 0, (tmp_path / "w.log").read_text()[-3000:]
 
@@ -79,13 +89,13 @@ def test_50k_records_typed_plus_dlq_match_input(
     assert all(dict(m.headers)["attributes"] == b'{"user_id":"u1"}' for m in dead)
 
 
-@READERS
+@CLIENTS
 def test_sigkill_three_times_loses_and_doubles_nothing(
-    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str, writer: str
 ) -> None:
     raw, base, dlq = _topics(new_topic)
     expected = write_raw(kafka, raw, 100_000)
-    command = [*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), "--kafka-reader", reader]
+    command = [*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}"), *_clients(reader, writer)]
     rng = random.Random(7)
     kills = 0
     for _ in range(3):
@@ -104,13 +114,13 @@ def test_sigkill_three_times_loses_and_doubles_nothing(
     assert len(uncommitted) >= len(expected.good)
 
 
-@READERS
+@CLIENTS
 def test_two_workers_share_partitions_exactly_once(
-    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str
+    kafka: KafkaSettings, new_topic: Any, tmp_path: Path, reader: str, writer: str
 ) -> None:
     raw, base, dlq = _topics(new_topic, partitions=6)
     expected = write_raw(kafka, raw, 60_000)
-    commands = [[*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}-{n}"), "--kafka-reader", reader]
+    commands = [[*worker_command(kafka, raw, base, dlq, f"g-{raw}", f"t-{raw}-{n}"), *_clients(reader, writer)]
                 for n in range(2)]  # fmt: skip
     procs = [start_worker(command, tmp_path / f"w{n}.log") for n, command in enumerate(commands)]
     codes = [p.wait(timeout=300) for p in procs]

@@ -199,17 +199,19 @@ def test_partition_by_and_gpu_min_batch_options(monkeypatch: pytest.MonkeyPatch)
         parse(["--partition-by", "random"])
 
 
-def test_kafka_reader_option(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("side", ["reader", "writer"])
+def test_kafka_client_options(side: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from gpu_stage.settings import parse
 
-    assert parse([])[1].kafka_reader == "objects"
-    assert parse(["--kafka-reader", "packed"])[1].kafka_reader == "packed"
-    monkeypatch.setenv("GPU_STAGE_KAFKA_READER", "packed")
-    assert parse([])[1].kafka_reader == "packed"
+    field = f"kafka_{side}"
+    assert getattr(parse([])[1], field) == "packed"
+    assert getattr(parse([f"--kafka-{side}", "objects"])[1], field) == "objects"
+    monkeypatch.setenv(f"GPU_STAGE_KAFKA_{side.upper()}", "objects")
+    assert getattr(parse([])[1], field) == "objects"
     with pytest.raises(SystemExit) as stop:
-        parse(["--kafka-reader", "rows"])
+        parse([f"--kafka-{side}", "rows"])
     assert stop.value.code == 2
-    assert "--kafka-reader" in capsys.readouterr().err
+    assert f"--kafka-{side}" in capsys.readouterr().err
 
 
 def test_kernel_cache_and_chunk_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:

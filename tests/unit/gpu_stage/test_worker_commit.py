@@ -28,8 +28,13 @@ from llmpipe.errors import ConfigError
 from llmpipe.kafka_io import KafkaSettings, Message, Records, TxnAbortable, TxnTimedOut
 
 TOPIC = "raw"
-CLIENT_MODULES = {"Consumer": worker_partitions, "TransactionalProducer": worker_producer}
+CLIENT_MODULES = {"Consumer": worker_partitions, "PackedReader": worker_partitions,
+                  "TransactionalProducer": worker_producer, "PackedWriter": worker_producer}  # fmt: skip
 """Where the worker looks up each Kafka client class it makes: the module to patch it in."""
+CLIENT_FLAGS = {"Consumer": ["--kafka-reader", "objects"], "PackedReader": [],
+                "TransactionalProducer": ["--kafka-writer", "objects"], "PackedWriter": []}  # fmt: skip
+"""The options that make the worker use each client (the packed ones are the defaults)."""
+PRODUCERS = ("TransactionalProducer", "PackedWriter")
 COMMIT_S = 0.03
 """How long each fake commit takes: long enough that the next batch's collection runs inside it."""
 
@@ -199,7 +204,8 @@ def _run(
     producers = iter(lambda: FakeProducer(journal, log, failures), None)
     settings = WorkerSettings(
         kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=batch_wait_ms,
-        commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None,
+        commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None, kafka_reader="objects",
+        kafka_writer="objects",
     )  # fmt: skip
     worker = ScriptedWorker(settings, consumer, producers)
     assert worker.run() == 0
@@ -293,7 +299,8 @@ def test_an_unanswered_lag_query_is_not_idle_and_does_not_stop_the_worker() -> N
     journal, log, records = Journal(), Log(), _records(10)
     consumer = ScriptedConsumer(journal, log, records, 10, 0.0)
     settings = WorkerSettings(
-        kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.1, parse_chunk_records=0, kernel_cache=None
+        kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.1, parse_chunk_records=0, kernel_cache=None,
+        kafka_reader="objects", kafka_writer="objects",
     )
     worker = ScriptedWorker(settings, consumer, iter(lambda: FakeProducer(journal, log, {}), None))
     worker.consumer = consumer  # type: ignore[assignment]
@@ -337,7 +344,7 @@ def test_the_group_is_asked_whether_it_is_done_only_once_the_idle_time_has_passe
     consumer = IdleConsumer(journal, log, records)
     settings = WorkerSettings(
         kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.2, batch_wait_ms=5, parse_chunk_records=0,
-        kernel_cache=None,
+        kernel_cache=None, kafka_reader="objects", kafka_writer="objects",
     )  # fmt: skip
     worker = ScriptedWorker(settings, consumer, iter(lambda: FakeProducer(journal, log, {}), None))
     started = time.monotonic()
@@ -360,7 +367,9 @@ def test_at_debug_each_committed_batch_logs_its_records_and_steps(caplog: pytest
     ("option", "default", "client", "make", "bad"),
     [
         ("txn_retry_backoff_ms", 20, "TransactionalProducer", "_new_producer", "0"),
+        ("txn_retry_backoff_ms", 20, "PackedWriter", "_new_producer", "0"),
         ("fetch_backoff_ms", 10, "Consumer", "_new_consumer", "-1"),
+        ("fetch_backoff_ms", 10, "PackedReader", "_new_consumer", "-1"),
     ],
 )
 def test_a_backoff_option_reaches_its_kafka_client(
@@ -371,12 +380,12 @@ def test_a_backoff_option_reaches_its_kafka_client(
 
     assert getattr(parse([])[1], option) == default
     monkeypatch.setenv(f"GPU_STAGE_{option.upper()}", "7")
-    settings = parse([])[1]
+    settings = parse(CLIENT_FLAGS[client])[1]
     assert getattr(settings, option) == 7
     made: list[dict[str, Any]] = []
     monkeypatch.setattr(CLIENT_MODULES[client], client, lambda *args, **kwargs: made.append(kwargs))
     getattr(Worker, make)(types.SimpleNamespace(settings=settings, _on_revoke=None, _on_assign=None))
-    kwarg = "retry_backoff_ms" if client == "TransactionalProducer" else option
+    kwarg = "retry_backoff_ms" if client in PRODUCERS else option
     assert made[0][kwarg] == 7
     flag = "--" + option.replace("_", "-")
     with pytest.raises(ConfigError, match=flag.removeprefix("--")):
@@ -387,7 +396,9 @@ def test_a_backoff_option_reaches_its_kafka_client(
     ("flag", "client", "make", "refused"),
     [
         ("--consumer-config", "Consumer", "_new_consumer", "isolation.level"),
+        ("--consumer-config", "PackedReader", "_new_consumer", "isolation.level"),
         ("--producer-config", "TransactionalProducer", "_new_producer", "transactional.id"),
+        ("--producer-config", "PackedWriter", "_new_producer", "transactional.id"),
     ],
 )
 def test_client_config_reaches_its_kafka_client_over_the_workers_own(
@@ -399,7 +410,7 @@ def test_client_config_reaches_its_kafka_client_over_the_workers_own(
     option = flag.removeprefix("--").replace("-", "_")
     assert getattr(parse([])[1], option) == ()
     monkeypatch.setenv(f"GPU_STAGE_{option.upper()}", "socket.timeout.ms=1000 sasl.password=hunter2")
-    settings = parse([flag, "socket.timeout.ms=2000", flag, "client.id=w-4096"])[1]
+    settings = parse([flag, "socket.timeout.ms=2000", flag, "client.id=w-4096", *CLIENT_FLAGS[client]])[1]
     assert getattr(settings, option) == (
         ("socket.timeout.ms", "1000"), ("sasl.password", "hunter2"),
         ("socket.timeout.ms", "2000"), ("client.id", "w-4096"),

@@ -80,7 +80,8 @@ def _worker(watch: FakeWatch, producers: Iterator[Any], journal: Journal, log: L
     records = _records(n)
     consumer = ScriptedConsumer(journal, log, records, 200)
     base = {"kafka": KafkaSettings(), "raw_topic": TOPIC, "batch_records": 200, "batch_wait_ms": 5,
-            "parse_chunk_records": 0, "kernel_cache": None}  # fmt: skip
+            "parse_chunk_records": 0, "kernel_cache": None,
+            "kafka_reader": "objects", "kafka_writer": "objects"}  # fmt: skip  # the fakes stand for confluent-kafka
     worker = ScriptedWorker(WorkerSettings(**{**base, **settings}), consumer, producers)
     worker._watch = watch
     return worker, records
@@ -251,7 +252,8 @@ def test_time_in_an_outage_does_not_count_as_idle() -> None:
     """Input may be waiting behind an outage: the idle exit counts only time in which Kafka answers."""
     journal, log, records, watch = Journal(), Log(), _records(30), FakeWatch()
     settings = WorkerSettings(kafka=KafkaSettings(), raw_topic=TOPIC, exit_when_idle_s=0.3, batch_wait_ms=5,
-                              parse_chunk_records=0, kernel_cache=None)  # fmt: skip
+                              parse_chunk_records=0, kernel_cache=None, kafka_reader="objects",
+                              kafka_writer="objects")  # fmt: skip
     producers = iter(lambda: FakeProducer(journal, log, {}), None)
     worker = ScriptedWorker(settings, IdleConsumer(journal, log, records), producers)
     worker._watch = watch
