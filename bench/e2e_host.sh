@@ -23,7 +23,11 @@
 # throughput runs, --compression lz4 then none; FETCH_PAIRS (default 0) pairs of GPU throughput runs, the
 # workers' --fetch-backoff-ms at librdkafka's 1000 then at the worker's default.
 # LANE_PAIRS (default 0) adds that many pairs of GPU throughput runs, the workers' --lane-order arrival then
-# balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block. The GPU
+# balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block;
+# READER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-reader objects then packed;
+# WRITER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-writer objects then packed.
+# KAFKA_READER and KAFKA_WRITER (default: the worker's) are every run's --kafka-reader and --kafka-writer (a
+# --compare-kafka-reader or --compare-kafka-writer pair sets its own). The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
 # MPS=1 runs every GPU worker under CUDA MPS: a control daemon started here (pipe and log folders under
 # MPS_DIR, default /tmp/llmpipe-mps) and stopped at the end, so that the workers' kernels share the device
@@ -56,7 +60,8 @@ fi
 run() {
     [ "${THROUGHPUT:-1}" = 0 ] && return
     python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" \
-        --corpus "${E2E_CORPUS:-real}" --broker-pid "$broker_pid" "$@" >> "$out/e2e.log" 2>&1 || status=1
+        --corpus "${E2E_CORPUS:-real}" --broker-pid "$broker_pid" ${KAFKA_READER:+--kafka-reader "$KAFKA_READER"} ${KAFKA_WRITER:+--kafka-writer "$KAFKA_WRITER"} \
+        "$@" >> "$out/e2e.log" 2>&1 || status=1
 }
 host=${E2E_HOST_NAME:-h200}
 if [ "${CPU_WORKERS:-12}" -gt 0 ]; then
@@ -135,6 +140,12 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
     fi
     if [ "${WAIT_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-device-wait-$host-gpu" --compare-device-wait "$WAIT_PAIRS"
+    fi
+    if [ "${READER_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-kafka-reader-$host-gpu" --compare-kafka-reader "$READER_PAIRS"
+    fi
+    if [ "${WRITER_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-kafka-writer-$host-gpu" --compare-kafka-writer "$WRITER_PAIRS"
     fi
     min_batch=()
     [ -n "${GPU_MIN_BATCH:-}" ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")

@@ -187,6 +187,7 @@ def start_workers(
             *(["--lane-order", args.lane_order] if args.lane_order else []),
             *(["--device-wait", args.device_wait] if args.device_wait else []),
             *(["--kafka-reader", args.kafka_reader] if args.kafka_reader else []),
+            *(["--kafka-writer", args.kafka_writer] if args.kafka_writer else []),
             *(arg for pair in args.consumer_config.split() for arg in ("--consumer-config", pair)),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
@@ -313,7 +314,7 @@ def common_result(
         "consumer_config": args.consumer_config,
         "lane_env": {name: os.environ[name] for name in LANE_ENV if name in os.environ},
         "lane_order": args.lane_order or None, "device_wait": args.device_wait or None,
-        "kafka_reader": args.kafka_reader or None,
+        "kafka_reader": args.kafka_reader or None, "kafka_writer": args.kafka_writer or None,
         "worker_tree": args.worker_tree or None,
         "worker_revision": _revision(args.worker_tree or "."),
         "exit_codes": codes, "per_worker": per_worker, "check": check,
@@ -371,6 +372,8 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="the GPU workers' --device-wait (empty: the worker's default)")
     p.add_argument("--kafka-reader", default="", choices=["", "objects", "packed"],
                    help="the workers' --kafka-reader (empty: the worker's default)")
+    p.add_argument("--kafka-writer", default="", choices=["", "objects", "packed"],
+                   help="the workers' --kafka-writer (empty: the worker's default)")
     p.add_argument("--compression", default="lz4", choices=COMPRESSIONS,
                    help="compression of the raw records the run writes and of the workers' typed records")
     p.add_argument("--partition-by", default="source", choices=["source", "key"],
@@ -528,6 +531,7 @@ COST_PAIRS = {
     "lane_order": ("arrival", "balanced"),
     "device_wait": ("driver", "block"),
     "kafka_reader": ("objects", "packed"),
+    "kafka_writer": ("objects", "packed"),
 }
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
@@ -545,7 +549,8 @@ def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tupl
     ``compression`` sets the raw and the typed records' compression, ``partition_by`` where the
     workers write typed and dead-letter records, ``fetch_backoff_ms`` how long their consumers stop
     fetching once their prefetch queue is full, ``lane_order`` and ``device_wait`` the GPU workers'
-    device lane order and wait, ``kafka_reader`` how the workers read raw records; ``consumer_config`` and
+    device lane order and wait, ``kafka_reader`` how the workers read raw records, ``kafka_writer`` how they
+    produce typed rows; ``consumer_config`` and
     ``worker_tree`` come with
     the pair the command line gave.
     """

@@ -212,7 +212,7 @@ def test_each_cost_pair_has_its_compare_option(monkeypatch: pytest.MonkeyPatch) 
         e2e_worker, "compare_costs", lambda _args, option, rounds, pair=None: asked.append((option, rounds)) or 0
     )
     flags = ["--compare-compression", "--compare-partition-by", "--compare-fetch-backoff", "--compare-lane-order",
-             "--compare-device-wait", "--compare-kafka-reader"]  # fmt: skip
+             "--compare-device-wait", "--compare-kafka-reader", "--compare-kafka-writer"]  # fmt: skip
     for flag in flags:
         assert e2e_worker.main([flag, "2"]) == 0
     assert asked == [(option, 2) for option in e2e_worker.COST_PAIRS]
