@@ -12,12 +12,12 @@ on the same broker and records:
   (:mod:`gpu_stage.transform.packed`'s layout) with no Python object per record;
 - produce: as many records of the same values into a fresh topic, one header each, in transactions of
   ``--batch`` records, by :meth:`llmpipe.kafka_io.TransactionalProducer.produce_many` (the worker's
-  produce path, the baseline) and by ``bench/kafka_native``, a small Rust program on the same crate.
+  ``--kafka-writer objects`` path, the baseline) and by :meth:`llmpipe.kafka_io.PackedWriter.produce_rows`
+  (``--kafka-writer packed``: the values one buffer, the keys a packed column, one call per transaction).
 
 Each run counts its process's CPU (every thread) from its first record to its last. Each consume run
 must read every record, the same value bytes and seven headers a record; each produce run's topic
 must then hold every record, committed. Not a test: the figures depend on the host and the broker.
-The native tool is built with cargo on first use (librdkafka from source, a few minutes).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ import platform
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench import real_corpus
 from bench.e2e_worker import HEADERS as CONNECTOR_HEADERS
@@ -43,6 +44,7 @@ from llmpipe.kafka_io import (
     Consumer,
     KafkaSettings,
     PackedReader,
+    PackedWriter,
     TransactionalProducer,
     create_topics,
     delete_topics,
@@ -50,21 +52,13 @@ from llmpipe.kafka_io import (
 )
 from llmpipe.record import FINGERPRINT_HEADER
 
-NATIVE_CRATE = Path(__file__).resolve().parent / "kafka_native"
 TYPED_HEADERS = [(FINGERPRINT_HEADER, b"0123456789abcdef")]
 """The one header the worker writes on every typed record (a fingerprint as long as its own)."""
 PRODUCER_CONFIG = {
     "linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.messages": 1_000_000,
     "queue.buffering.max.kbytes": 1 << 20,
 }  # fmt: skip
-"""The worker's producer settings (``gpu_stage.worker.producer``), which the native tool repeats."""
-
-
-def native_tool(cargo: str = "cargo") -> Path:
-    """The native tool's binary, built first (cargo does nothing when it is up to date)."""
-    subprocess.run([cargo, "build", "--release", "-q", "--manifest-path", str(NATIVE_CRATE / "Cargo.toml")],
-                   check=True)  # fmt: skip
-    return NATIVE_CRATE / "target" / "release" / "kafka-native-cost"
+"""The worker's producer settings (``gpu_stage.worker.producer``)."""
 
 
 def _read_all(take: Callable[[], tuple[int, int, Any]], records: int, timeout_s: float) -> tuple[Any, ...]:
@@ -139,33 +133,61 @@ def count_headers(encoded: bytes) -> int:
     return count
 
 
-def python_produce(kafka: KafkaSettings, topic: str, records: int, batch: int, partitions: int,
-                   values: list[bytes]) -> dict[str, Any]:  # fmt: skip
-    """Write ``records`` records the way the worker produces typed rows, in transactions of ``batch``."""
-    producer = TransactionalProducer(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", config=PRODUCER_CONFIG)
-    # The worker has its rows' values, keys and partitions at hand when it produces: made before the clock.
+Piece = tuple[list[bytes], list[bytes], list[int]]
+"""One transaction's values, keys and partitions."""
+
+
+def _pieces(records: int, batch: int, partitions: int, values: list[bytes]) -> list[Piece]:
+    """The rows of each transaction: the worker has them at hand when it produces, so made before the clock."""
     spans = (range(first, min(first + batch, records)) for first in range(0, records, batch))
-    pieces = [
+    return [
         ([values[i % len(values)] for i in rows], [f"req-{i:09d}".encode() for i in rows],
          [i % partitions for i in rows])
         for rows in spans
     ]  # fmt: skip
+
+
+def _timed_produce(pieces: list[Any], records: int, value_bytes: int, write: Callable[[Any], None]) -> dict[str, Any]:
     started, cpu_at_start = time.perf_counter(), time.process_time()
-    for chosen, keys, parts in pieces:
-        producer.begin()
-        producer.produce_many(topic, chosen, keys, TYPED_HEADERS, parts)
-        producer.commit()
+    for piece in pieces:
+        write(piece)
     cpu, wall = time.process_time() - cpu_at_start, time.perf_counter() - started
-    value_bytes = sum(sum(map(len, chosen)) for chosen, _, _ in pieces)
     return {"records": records, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3), "value_bytes": value_bytes}
 
 
-def write_values(values: list[bytes], path: Path) -> None:
-    """The native tool's values file: each value as a ``u32`` LE length and its bytes."""
-    with path.open("wb") as out:
-        for v in values:
-            out.write(struct.pack("<I", len(v)))
-            out.write(v)
+def python_produce(kafka: KafkaSettings, topic: str, records: int, batch: int, partitions: int,
+                   values: list[bytes]) -> dict[str, Any]:  # fmt: skip
+    """Write ``records`` records as the worker's objects writer does, in transactions of ``batch``."""
+    producer = TransactionalProducer(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", config=PRODUCER_CONFIG)
+    pieces = _pieces(records, batch, partitions, values)
+
+    def write(piece: Piece) -> None:
+        producer.begin()
+        producer.produce_many(topic, *piece[:2], TYPED_HEADERS, piece[2])
+        producer.commit()
+
+    return _timed_produce(pieces, records, sum(sum(map(len, p[0])) for p in pieces), write)
+
+
+def packed_produce(kafka: KafkaSettings, topic: str, records: int, batch: int, partitions: int,
+                   values: list[bytes]) -> dict[str, Any]:  # fmt: skip
+    """The same records as the worker's packed writer writes them: buffers, one call per transaction."""
+    writer = PackedWriter(kafka, f"bench-client-{uuid.uuid4().hex[:8]}", config=PRODUCER_CONFIG)
+    packed = []
+    for chosen, keys, parts in _pieces(records, batch, partitions, values):
+        ends = np.cumsum([0, *map(len, chosen)], dtype=np.int64)
+        key_ends = np.cumsum([len(k) for k in keys], dtype=np.int64)
+        key_column = (np.frombuffer(b"".join(keys), dtype=np.uint8), key_ends, np.zeros(len(keys), dtype=np.uint8),
+                      np.arange(len(keys), dtype=np.int64))  # fmt: skip
+        packed.append((b"".join(chosen), ends, key_column, np.asarray(parts, dtype=np.int64)))
+
+    def write(piece: tuple[bytes, Any, Any, Any]) -> None:
+        buf, ends, key_column, parts = piece
+        writer.begin()
+        writer.produce_rows(topic, buf, ends, key_column, TYPED_HEADERS, parts)
+        writer.commit()
+
+    return _timed_produce(packed, records, sum(len(p[0]) for p in packed), write)
 
 
 def per_record(run: dict[str, Any]) -> float:
@@ -205,7 +227,7 @@ def load(kafka: KafkaSettings, args: argparse.Namespace, values: list[bytes]) ->
     return raw, sum(map(len, chosen))
 
 
-def one_round(kafka: KafkaSettings, args: argparse.Namespace, tool: Path, raw: str, values_file: Path,
+def one_round(kafka: KafkaSettings, args: argparse.Namespace, raw: str,
               value_bytes: int) -> tuple[dict[str, dict[str, Any]], list[str]]:  # fmt: skip
     """Both consume paths, then both produce paths, each checked; the runs and the topics made."""
     me = [sys.executable, "-m", "bench.kafka_client_cost", "--bootstrap", args.bootstrap]
@@ -221,11 +243,8 @@ def one_round(kafka: KafkaSettings, args: argparse.Namespace, tool: Path, raw: s
         typed = f"bench-client-typed-{uuid.uuid4().hex[:8]}"
         create_topics(kafka, {typed: args.partitions})
         made.append(typed)
-        command = (
-            [*me, "--child-produce", typed, "--records", n, "--batch", batch, "--partitions", parts,
-             "--pool", str(args.pool)]
-            if path == "python" else [str(tool), "produce", args.bootstrap, typed, n, batch, parts, str(values_file)]
-        )  # fmt: skip
+        child = "--child-produce" if path == "python" else "--child-produce-native"
+        command = [*me, child, typed, "--records", n, "--batch", batch, "--partitions", parts, "--pool", str(args.pool)]
         runs[f"produce_{path}"] = run = _child(command)
         transactions = -(-args.records // args.batch)
         found = committed_records(kafka, typed, args.records, args.partitions, transactions)
@@ -239,18 +258,14 @@ def one_round(kafka: KafkaSettings, args: argparse.Namespace, tool: Path, raw: s
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Load once, then each round: both consume paths, both produce paths; the per-round figures."""
     kafka = KafkaSettings(bootstrap=args.bootstrap)
-    tool = Path(args.native_bin) if args.native_bin else native_tool()
     values = real_corpus.generate(args.pool).values
     raw, value_bytes = load(kafka, args, values)
     rounds, made = [], [raw]
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            values_file = Path(tmp) / "values.bin"
-            write_values(values, values_file)
-            for _ in range(args.rounds):
-                runs, topics = one_round(kafka, args, tool, raw, values_file, value_bytes)
-                rounds.append(runs)
-                made += topics
+        for _ in range(args.rounds):
+            runs, topics = one_round(kafka, args, raw, value_bytes)
+            rounds.append(runs)
+            made += topics
     finally:
         delete_topics(kafka, made)
     return summarize(args, rounds)
@@ -290,11 +305,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=50_000, help="records per produce transaction")
     p.add_argument("--pool", type=int, default=20_000, help="distinct real-shaped bodies, cycled")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--native-bin", default="", help="a built bench/kafka_native binary (default: build it)")
     p.add_argument("--out", type=Path)
     p.add_argument("--child-consume", default="", help=argparse.SUPPRESS)
     p.add_argument("--child-consume-native", default="", help=argparse.SUPPRESS)
     p.add_argument("--child-produce", default="", help=argparse.SUPPRESS)
+    p.add_argument("--child-produce-native", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     for name in ("records", "partitions", "batch", "pool", "rounds"):
         if getattr(args, name) < 1:
@@ -312,10 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.child_consume_native:
         print(json.dumps(packed_consume(kafka, args.child_consume_native, args.records)))
         return 0
-    if args.child_produce:
-        values = real_corpus.generate(args.pool).values
-        print(json.dumps(python_produce(kafka, args.child_produce, args.records, args.batch, args.partitions, values)))
-        return 0
+    for topic, produce in ((args.child_produce, python_produce), (args.child_produce_native, packed_produce)):
+        if topic:
+            values = real_corpus.generate(args.pool).values
+            print(json.dumps(produce(kafka, topic, args.records, args.batch, args.partitions, values)))
+            return 0
     result = run(args)
     for i, row in enumerate(result["rounds"], 1):
         print(f"round {i}: CPU µs per record, consume python {row['consume_python_us_per_record']} / native "
