@@ -78,9 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             {typed_topic: partitions, settings.dlq_topic: partitions},
             {"max.message.bytes": str(MAX_MESSAGE_BYTES)},
         )
-        log.info(
-            "consuming %s → %s (+ %s), group %s", settings.raw_topic, typed_topic, settings.dlq_topic, settings.group_id
-        )
+        log.info("consuming %s → %s (+ %s), group %s; Kafka reader %s, writer %s", settings.raw_topic, typed_topic,
+                 settings.dlq_topic, settings.group_id, settings.kafka_reader, settings.kafka_writer)  # fmt: skip
         watch = ClusterWatch(settings.kafka, settings.raw_topic).start()
         worker = Worker(settings, backend, typed_topic, record.fingerprint, watch)
         _stop_on_sigterm(worker)
