@@ -1,11 +1,9 @@
-"""bench.kafka_client_cost's pure parts: the native tool's values file, the checks a run must pass,
+"""bench.kafka_client_cost's pure parts: the rows both produce paths write, the checks a run must pass,
 the per-record figures and ratios, and its options."""
 
 from __future__ import annotations
 
 import argparse
-import struct
-from pathlib import Path
 
 import pytest
 
@@ -18,17 +16,14 @@ def test_the_raw_records_carry_every_connector_header() -> None:
     assert [name for name, _ in kcc.CONNECTOR_HEADERS] == list(headers.ALL)
 
 
-def test_the_values_file_holds_each_value_after_its_length(tmp_path: Path) -> None:
-    values = [b"{}", "é中".encode(), b""]
-    path = tmp_path / "values.bin"
-    kcc.write_values(values, path)
-    raw, read, at = path.read_bytes(), [], 0
-    while at < len(raw):
-        (n,) = struct.unpack_from("<I", raw, at)
-        read.append(raw[at + 4 : at + 4 + n])
-        at += 4 + n
-    assert read == values
-    assert len(raw) == 3 * 4 + 2 + 5
+def test_both_produce_paths_write_the_same_transactions_of_rows() -> None:
+    """Values cycled from the pool, one key per row, partitions round robin, ``batch`` rows per transaction."""
+    pieces = kcc._pieces(5, 2, 3, [b"a", "é中".encode()])
+    assert pieces == [
+        ([b"a", "é中".encode()], [b"req-000000000", b"req-000000001"], [0, 1]),
+        ([b"a", "é中".encode()], [b"req-000000002", b"req-000000003"], [2, 0]),
+        ([b"a"], [b"req-000000004"], [1]),
+    ]
 
 
 def test_headers_are_counted_in_the_packed_encoding() -> None:
