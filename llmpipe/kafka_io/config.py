@@ -91,3 +91,12 @@ class KafkaSettings:
             compression=args.compression,
             wait_s=args.kafka_wait_s,
         )
+
+
+def native_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """A client configuration as the native core's clients take it: every property a string.
+
+    Booleans are written as librdkafka writes them; the ``logger`` is left out, as those clients hand
+    librdkafka's lines back through ``take_logs``.
+    """
+    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in config.items() if k != "logger"}

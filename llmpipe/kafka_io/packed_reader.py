@@ -23,7 +23,7 @@ import numpy.typing as npt
 from confluent_kafka import TopicPartition
 
 from llmpipe.errors import ConfigError, SourceError
-from llmpipe.kafka_io.config import KafkaSettings
+from llmpipe.kafka_io.config import KafkaSettings, native_config
 from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, member_config
 from llmpipe.kafka_io.logs import log_queued
 
@@ -172,9 +172,7 @@ class PackedReader:
             msg = f"a packed reader reads one topic, named, not {list(topics)}"
             raise ConfigError(msg)
         self._topic = topics[0]
-        merged = member_config(settings, group_id, fetch_backoff_ms, config)
-        merged.pop("logger", None)  # librdkafka's lines come back through take_logs
-        strings = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in merged.items()}
+        strings = native_config(member_config(settings, group_id, fetch_backoff_ms, config))
         self._callbacks = {"assign": on_assign, "revoke": on_revoke}
         try:
             self._reader = llmpipe_native.KafkaReader(strings, list(topics), self._on_rebalance)

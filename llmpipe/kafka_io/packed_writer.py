@@ -24,14 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from llmpipe.errors import DeliveryError
-from llmpipe.kafka_io.config import KafkaSettings
-from llmpipe.kafka_io.logs import log, log_queued
+from llmpipe.kafka_io.config import KafkaSettings, native_config
+from llmpipe.kafka_io.logs import log_queued
 from llmpipe.kafka_io.producer import (
     ANY_PARTITION,
     TXN_RETRY_BACKOFF_MS,
-    TxnTimedOut,
     classified,
     producer_config,
+    retrying,
     transactional_config,
 )
 from llmpipe.kafka_io.records import Headers
@@ -54,11 +54,6 @@ def _error(exc: Exception) -> DeliveryError:
     return classified(text, fatal=fatal, abortable=abortable, retriable=retriable)
 
 
-def _strings(config: Mapping[str, Any]) -> dict[str, str]:
-    """Librdkafka properties as strings (booleans as librdkafka writes them); the logger is ours to serve."""
-    return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in config.items() if k != "logger"}
-
-
 class PackedWriter:
     """Produce, send consumer offsets and commit as one Kafka transaction, rows written from buffers."""
 
@@ -72,30 +67,30 @@ class PackedWriter:
         merged = producer_config(settings, transactional_config(transactional_id, config, retry_backoff_ms))
         self.timeout_s = timeout_s
         try:
-            self._writer = llmpipe_native.KafkaWriter(_strings(merged))
+            self._writer = llmpipe_native.KafkaWriter(native_config(merged))
         except ValueError as exc:
             msg = f"cannot make a Kafka producer: {exc}"
             raise DeliveryError(msg) from exc
-        self._call("init_transactions", lambda: self._writer.init_transactions(self.timeout_s))
+        self._call(lambda: self._writer.init_transactions(self.timeout_s))
 
-    def _call(self, action: str, call: Callable[[], Any], attempts: int = 3) -> Any:
-        """``call()``, retried while it times out; its error classified; librdkafka's lines logged after it."""
-        for attempt in range(1, attempts + 1):
+    def _call(self, call: Callable[[], Any], attempts: int = 3) -> Any:
+        """``call()``, retried while it times out, as ``TransactionalProducer``'s calls are.
+
+        Its error is classified (the native error's text names the call); librdkafka's lines are logged
+        after each try.
+        """
+
+        def logged() -> Any:
             try:
                 return call()
-            except llmpipe_native.KafkaCallError as exc:
-                error = _error(exc)
-                if isinstance(error, TxnTimedOut) and attempt < attempts:
-                    log.warning("%s: retrying (%d/%d)", error, attempt, attempts)
-                    continue
-                raise error from exc
             finally:
                 log_queued(self._writer.take_logs)
-        return None  # not reached: the last attempt returns or raises
+
+        return retrying(logged, attempts, llmpipe_native.KafkaCallError, _error)
 
     def begin(self) -> None:
         """Start a transaction."""
-        self._call("begin_transaction", self._writer.begin, attempts=1)
+        self._call(self._writer.begin, attempts=1)
 
     def produce_rows(
         self,
@@ -116,7 +111,7 @@ class PackedWriter:
         confirmed by the commit (see the module docstring). Returns the rows enqueued.
         """
         listed = keys if keys is None or isinstance(keys, tuple) else list(keys)
-        sent: int = self._call("produce", lambda: self._writer.produce_rows(
+        sent: int = self._call(lambda: self._writer.produce_rows(
             topic, values, offsets, prefix, listed, partitions, list(headers or []), self.timeout_s), attempts=1)
         return sent
 
@@ -143,28 +138,28 @@ class PackedWriter:
         partition: int = ANY_PARTITION,
     ) -> None:
         """Enqueue one record in the open transaction (confirmed by the commit)."""
-        self._call("produce", lambda: self._writer.produce(
+        self._call(lambda: self._writer.produce(
             topic, value, key, partition, list(headers or []), self.timeout_s), attempts=1)
 
     def send_offsets(self, offsets: Sequence[Any], group_metadata: bytes) -> None:
         """Add the consumer's next offsets (``TopicPartition``-like) to the open transaction."""
         triples = [(tp.topic, tp.partition, tp.offset) for tp in offsets]
-        self._call("send_offsets", lambda: self._writer.send_offsets(triples, group_metadata, self.timeout_s))
+        self._call(lambda: self._writer.send_offsets(triples, group_metadata, self.timeout_s))
 
     def commit(self) -> None:
         """Commit (every record delivered first); a failed delivery surfaces as an abortable error."""
-        self._call("commit_transaction", lambda: self._writer.commit(self.timeout_s))
+        self._call(lambda: self._writer.commit(self.timeout_s))
         self.raise_for_error()
 
     def abort(self) -> None:
         """Abort the open transaction, once what is in flight has landed (see ``TransactionalProducer.abort``)."""
-        self._call("flush", lambda: self._writer.flush(self.timeout_s), attempts=1)
-        self._call("abort_transaction", lambda: self._writer.abort(self.timeout_s))
+        self._call(lambda: self._writer.flush(self.timeout_s), attempts=1)
+        self._call(lambda: self._writer.abort(self.timeout_s))
         self._writer.take_failure()
 
     def flush(self, timeout_s: float = 60.0) -> None:
         """Wait for every enqueued record; raise ``DeliveryError`` if any failed or is still queued."""
-        remaining: int = self._call("flush", lambda: self._writer.flush(timeout_s), attempts=1)
+        remaining: int = self._call(lambda: self._writer.flush(timeout_s), attempts=1)
         self.raise_for_error()
         if remaining:
             msg = f"{remaining} records still undelivered after {timeout_s}s"
@@ -172,7 +167,7 @@ class PackedWriter:
 
     def poll(self, timeout: float = 0.0) -> None:
         """Serve delivery reports."""
-        self._call("poll", lambda: self._writer.poll(timeout), attempts=1)
+        self._call(lambda: self._writer.poll(timeout), attempts=1)
 
     def raise_for_error(self) -> None:
         """Raise the first delivery failure seen, once."""

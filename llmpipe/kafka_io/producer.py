@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -21,6 +21,7 @@ from llmpipe.kafka_io.config import KafkaSettings
 from llmpipe.kafka_io.logs import log
 from llmpipe.kafka_io.records import Headers
 
+T = TypeVar("T")
 _PURGED = (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT)
 ANY_PARTITION = -1
 """No partition chosen: librdkafka's partitioner picks one from the key."""
@@ -136,6 +137,26 @@ def _classify(exc: KafkaException, action: str) -> DeliveryError:
                       retriable=err.retriable() or err.code() == KafkaError._TIMED_OUT)  # fmt: skip
 
 
+def retrying(call: Callable[[], T], attempts: int, errors: type[Exception],
+             classify: Callable[[Exception], DeliveryError]) -> T:  # fmt: skip
+    """``call()``, made again while it fails with a timed-out error, up to ``attempts`` calls in all.
+
+    A failure of type ``errors`` is raised as ``classify`` makes it (chained from the cause); the
+    last timeout too.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except errors as exc:
+            error = classify(exc)
+            if isinstance(error, TxnTimedOut) and attempt < attempts:
+                log.warning("%s: retrying (%d/%d)", error, attempt, attempts)
+                continue
+            raise error from exc
+    msg = f"attempts must be at least 1, not {attempts}"
+    raise ValueError(msg)
+
+
 def classified(text: str, *, fatal: bool, abortable: bool, retriable: bool) -> DeliveryError:
     """The error for a failed transactional call, by librdkafka's classification of it.
 
@@ -174,16 +195,10 @@ class TransactionalProducer(Producer):
         self._call(self._client.init_transactions, "init_transactions")
 
     def _call(self, fn: Callable[..., Any], action: str, *args: Any, attempts: int = 3) -> None:
-        for attempt in range(1, attempts + 1):
-            try:
-                fn(*args, self.timeout_s) if args or action != "begin_transaction" else fn()
-                return
-            except KafkaException as exc:
-                error = _classify(exc, action)
-                if isinstance(error, TxnTimedOut) and attempt < attempts:
-                    log.warning("%s: retrying (%d/%d)", error, attempt, attempts)
-                    continue
-                raise error from exc
+        def call() -> None:
+            fn(*args, self.timeout_s) if args or action != "begin_transaction" else fn()
+
+        retrying(call, attempts, KafkaException, lambda exc: _classify(exc, action))  # type: ignore[arg-type]
 
     def begin(self) -> None:
         """Start a transaction."""

@@ -33,13 +33,14 @@ pub struct Packed<'a> {
     pub timestamps: &'a [i64],
 }
 
-fn span(ends: &[i64], i: usize) -> (usize, usize) {
+/// Where item `i` of a packed column lies: from the previous item's end (0 for the first) to its own.
+pub(crate) fn span(ends: &[i64], i: usize) -> (usize, usize) {
     let start = if i == 0 { 0 } else { ends[i - 1] as usize };
     (start, ends[i] as usize)
 }
 
 /// `ends` is non-decreasing, starts at or above 0 and stays inside `len` bytes.
-fn check_ends(ends: &[i64], len: usize, what: &str) -> Result<(), String> {
+pub(crate) fn check_ends(ends: &[i64], len: usize, what: &str) -> Result<(), String> {
     let mut at = 0i64;
     for &end in ends {
         if end < at {

@@ -103,7 +103,7 @@ fn int64_bytes<'py>(py: Python<'py>, values: &[i64]) -> Bound<'py, PyBytes> {
 }
 
 /// A contiguous buffer's items as a slice (an empty one for a zero-length buffer).
-fn view<'b, T: pyo3::buffer::Element>(buf: &'b PyBuffer<T>, what: &str) -> PyResult<&'b [T]> {
+pub(crate) fn view<'b, T: pyo3::buffer::Element>(buf: &'b PyBuffer<T>, what: &str) -> PyResult<&'b [T]> {
     if !buf.is_c_contiguous() {
         return Err(PyValueError::new_err(format!("{what} must be a contiguous buffer")));
     }

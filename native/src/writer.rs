@@ -31,6 +31,8 @@ use rdkafka_sys as rdsys;
 use rdkafka_sys::rd_kafka_vtype_t::*;
 
 use crate::kafka::{partition_list, timeout, Reported};
+use crate::packed::{check_ends, span};
+use crate::py::view;
 
 create_exception!(
     llmpipe_native,
@@ -137,26 +139,13 @@ impl Keys<'_> {
                 if null[at] != 0 {
                     return None;
                 }
-                let start = if at > 0 { ends[at - 1] as usize } else { 0 };
-                Some(&buf[start..ends[at] as usize])
+                let (start, end) = span(ends, at);
+                Some(&buf[start..end])
             }
             Keys::Listed(keys) => keys[i],
             Keys::None => None,
         }
     }
-}
-
-/// A contiguous buffer's items as a slice (empty for a zero-length buffer).
-fn items<'b, T: pyo3::buffer::Element>(buf: &'b PyBuffer<T>, what: &str) -> PyResult<&'b [T]> {
-    if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err(format!("{what} must be a contiguous buffer")));
-    }
-    if buf.item_count() == 0 {
-        return Ok(&[]);
-    }
-    // SAFETY: a C-contiguous buffer of `item_count` items of `T` (PyBuffer checked the format), alive
-    // as long as `buf`.
-    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const T, buf.item_count()) })
 }
 
 /// librdkafka headers: one list, copied into each record (librdkafka owns a record's copy).
@@ -290,13 +279,11 @@ impl KafkaWriter {
         headers: Vec<(String, Option<Vec<u8>>)>,
         timeout_s: f64,
     ) -> PyResult<usize> {
-        let buf = items(&values, "values")?;
-        let ends = items(&offsets, "offsets")?;
+        let buf = view(&values, "values")?;
+        let ends = view(&offsets, "offsets")?;
         let n = ends.len().saturating_sub(1);
-        if ends.windows(2).any(|w| w[0] > w[1]) || ends.last().is_some_and(|&e| e as usize > buf.len()) || ends.first().is_some_and(|&e| e < 0) {
-            return Err(PyValueError::new_err("offsets must ascend within the values buffer"));
-        }
-        let parts = partitions.as_ref().map(|p| items(p, "partitions")).transpose()?;
+        check_ends(ends, buf.len(), "offsets").map_err(PyValueError::new_err)?;
+        let parts = partitions.as_ref().map(|p| view(p, "partitions")).transpose()?;
         if parts.is_some_and(|p| p.len() != n) {
             return Err(PyValueError::new_err("one partition per row"));
         }
@@ -319,10 +306,11 @@ impl KafkaWriter {
             let tuple = keys.cast::<PyTuple>()?;
             held = vec![PyBuffer::get(&tuple.get_item(0)?)?, PyBuffer::get(&tuple.get_item(2)?)?];
             held_ints = vec![PyBuffer::get(&tuple.get_item(1)?)?, PyBuffer::get(&tuple.get_item(3)?)?];
-            let (kbuf, null) = (items(&held[0], "key_buf")?, items(&held[1], "key_null")?);
-            let (kends, rows) = (items(&held_ints[0], "key_ends")?, items(&held_ints[1], "rows")?);
+            let (kbuf, null) = (view(&held[0], "key_buf")?, view(&held[1], "key_null")?);
+            let (kends, rows) = (view(&held_ints[0], "key_ends")?, view(&held_ints[1], "rows")?);
             let last = kends.len();
-            if rows.len() != n || null.len() != last || rows.iter().any(|&r| r < 0 || r as usize >= last) || kends.last().is_some_and(|&e| e as usize > kbuf.len()) || kends.windows(2).any(|w| w[0] > w[1]) || kends.first().is_some_and(|&e| e < 0) {
+            check_ends(kends, kbuf.len(), "packed keys").map_err(PyValueError::new_err)?;
+            if rows.len() != n || null.len() != last || rows.iter().any(|&r| r < 0 || r as usize >= last) {
                 return Err(PyValueError::new_err("packed keys: one row position per row, inside the key columns"));
             }
             Keys::Packed { buf: kbuf, ends: kends, null, rows }
@@ -333,13 +321,11 @@ impl KafkaWriter {
     /// Enqueue one record (partition -1: where its key hashes to), waiting up to `timeout_s` for room.
     #[pyo3(signature = (topic, value, key, partition, headers, timeout_s))]
     fn produce(&self, py: Python<'_>, topic: &str, value: Option<&[u8]>, key: Option<&[u8]>, partition: i32, headers: Vec<(String, Option<Vec<u8>>)>, timeout_s: f64) -> PyResult<()> {
-        let name = CString::new(topic).map_err(|_| PyValueError::new_err("a topic name holds a NUL"))?;
-        let template = HeaderTemplate::of(&headers);
-        let deadline = Instant::now() + timeout(timeout_s);
         let value = value.unwrap_or(&[]);
-        let sent = py.detach(|| self.send(&name, partition, value, key, &template, deadline));
-        sent.map_err(|e| call_error(&format!("produce to {topic}"), &e))?;
-        self.raise_fatal()
+        let ends = [0, value.len() as i64];
+        let parts = [i64::from(partition)];
+        self.produce_all(py, topic, value, &ends, &[], Keys::Listed(vec![key]), Some(&parts), &headers, timeout_s)?;
+        Ok(())
     }
 
     /// Add a consumer's next offsets (topic, partition, offset) to the open transaction, with its

@@ -7,7 +7,8 @@ import pytest
 
 from llmpipe.errors import DeliveryError, FencedError
 from llmpipe.kafka_io import TxnAbortable, TxnTimedOut
-from llmpipe.kafka_io.packed_writer import _error, _strings
+from llmpipe.kafka_io.config import native_config
+from llmpipe.kafka_io.packed_writer import _error
 
 
 @pytest.mark.parametrize(
@@ -29,5 +30,6 @@ def test_each_failure_is_classified(code: str, fatal: bool, retriable: bool, abo
 
 
 def test_the_configuration_goes_to_librdkafka_as_strings_without_our_logger() -> None:
-    strings = _strings({"enable.idempotence": True, "linger.ms": 50, "logger": object(), "compression.type": "lz4"})
+    config = {"enable.idempotence": True, "linger.ms": 50, "logger": object(), "compression.type": "lz4"}
+    strings = native_config(config)
     assert strings == {"enable.idempotence": "true", "linger.ms": "50", "compression.type": "lz4"}
