@@ -26,6 +26,8 @@
 # balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block;
 # READER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-reader objects then packed;
 # WRITER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-writer objects then packed.
+# TREE_PAIRS (default 0) pairs of GPU throughput runs, the workers run from BASE_TREE (another checkout of
+# this repository) then from this one.
 # KAFKA_READER and KAFKA_WRITER (default: the worker's) are every run's --kafka-reader and --kafka-writer (a
 # --compare-kafka-reader or --compare-kafka-writer pair sets its own). The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
@@ -146,6 +148,10 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
     fi
     if [ "${WRITER_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-kafka-writer-$host-gpu" --compare-kafka-writer "$WRITER_PAIRS"
+    fi
+    if [ "${TREE_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-worker-tree-$host-gpu" --compare-worker-tree "${BASE_TREE:?BASE_TREE: the checkout to compare}" \
+            --rounds "$TREE_PAIRS"
     fi
     min_batch=()
     [ -n "${GPU_MIN_BATCH:-}" ] && min_batch=(--gpu-min-batch "$GPU_MIN_BATCH")

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from gpu_stage.transform.api import TransformSettings, dead_letter
 from gpu_stage.transform.batch import EncodedRows, IntColumn, ParseResult, RawBatch
 from gpu_stage.transform.packed import I64, DeadLetters, PackedBatch, Picked
+from gpu_stage.transform.pool import HostPool, host_buffer
 from llmpipe.dlq import BadRecord, Reason
 from llmpipe.errors import ConfigError
 
@@ -63,6 +64,7 @@ class NativeBackend:
         """
         self.settings = settings or TransformSettings()
         self.threads = max(1, threads)
+        self._inputs = HostPool(host_buffer)
         reason = native_unusable_reason()
         if reason is not None:
             raise ConfigError(reason)
@@ -138,8 +140,8 @@ class NativeBackend:
         return ParseResult(EncodedRows(buf, offsets, rows, Picked(batch.keys, rows)), dead)
 
     def input_buffer(self, size: int) -> npt.NDArray[np.uint8]:
-        """A host buffer to pack a batch into (any buffer will do here)."""
-        return np.empty(size + 1, dtype=np.uint8)
+        """A host buffer to pack a batch into: any buffer will do here, so a pooled one (no fresh pages)."""
+        return self._inputs.take(size + 1)
 
     def parse_stream(self, batches: Iterable[PackedBatch], overlap: bool = True) -> Iterator[ParseResult]:
         """:meth:`parse_packed` of each batch in turn (one call per batch: there is nothing to overlap)."""

@@ -134,20 +134,26 @@ def _packed(items: Sequence[bytes]) -> tuple[U8, I64]:
     return np.frombuffer(b"".join(items), dtype=np.uint8), ends
 
 
-def _side_by_side(
-    parts: list[npt.NDArray[np.generic]], allocate: Callable[[int], U8], place: Sequence[int]
-) -> list[npt.NDArray[np.generic]]:
-    """Copies of ``parts`` in one buffer from ``allocate``, laid out in the order ``place`` gives.
+def _layout(sizes: Sequence[int], place: Sequence[int]) -> tuple[list[int], int]:
+    """Each column's start in one buffer, laid out in the order ``place`` gives, and the buffer's size.
 
-    Each starts at an 8-byte boundary. The first (the values) gets a byte to spare: a device lane
-    reads at least one byte of them.
+    Each starts at an 8-byte boundary. ``sizes[0]`` (the values) should include a byte to spare: a
+    device lane reads at least one byte of them.
     """
-    sizes = [parts[0].nbytes + 1, *(p.nbytes for p in parts[1:])]
-    starts = [0] * len(parts)
+    starts = [0] * len(sizes)
     end = 0
     for i in place:
         starts[i] = end
         end += -(-sizes[i] // 8) * 8
+    return starts, end
+
+
+def _side_by_side(
+    parts: list[npt.NDArray[np.generic]], allocate: Callable[[int], U8], place: Sequence[int]
+) -> list[npt.NDArray[np.generic]]:
+    """Copies of ``parts`` in one buffer from ``allocate``, laid out as :func:`_layout` says."""
+    sizes = [parts[0].nbytes + 1, *(p.nbytes for p in parts[1:])]
+    starts, end = _layout(sizes, place)
     buf = allocate(end)
     placed: list[npt.NDArray[np.generic]] = []
     for part, start, size in zip(parts, starts, sizes, strict=True):
@@ -159,6 +165,40 @@ def _side_by_side(
             piece[:] = part
         placed.append(piece)
     return placed
+
+
+_BUF_OF_ENDS = {1: 0, 3: 2, 6: 5}
+"""In :meth:`PackedBatch.columns` order: each ends column's position and its buffer's."""
+_KINDS = (np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.int64, np.int64, np.int64, np.int64)
+"""Each column's dtype, in :meth:`PackedBatch.columns` order."""
+
+
+def _used(piece: Sequence[npt.NDArray[np.generic]], c: int) -> npt.NDArray[np.generic]:
+    """Column ``c`` of ``piece``; of a buffer, only the bytes up to its last end (it may be longer)."""
+    if c in _BUF_OF_ENDS.values():
+        return piece[c][: last_end(cast(I64, piece[c + 1]))]
+    return piece[c]
+
+
+def _joined(pieces: Sequence[Sequence[npt.NDArray[np.generic]]], buf: U8,
+            starts: Sequence[int], sizes: Sequence[int]) -> list[npt.NDArray[np.generic]]:  # fmt: skip
+    """Each column of ``pieces`` written once into ``buf`` at its start, ends rebased onto the joined buffers."""
+    columns: list[npt.NDArray[np.generic]] = []
+    for c, (start, size) in enumerate(zip(starts, sizes, strict=True)):
+        dtype = pieces[0][c].dtype
+        out = buf[start : start + size] if dtype == np.uint8 else buf[start : start + size].view(dtype)
+        if c in _BUF_OF_ENDS:  # a piece's ends, shifted by the bytes of the pieces before it
+            base, at = 0, 0
+            for piece in pieces:
+                ends = piece[c]
+                np.add(ends, base, out=out[at : at + len(ends)])
+                base += last_end(cast(I64, ends))
+                at += len(ends)
+        else:
+            used = [_used(piece, c) for piece in pieces]
+            np.concatenate(used, out=out[: sum(len(u) for u in used)])
+        columns.append(out)
+    return columns
 
 
 # How ``PackedBatch.of`` lays a batch out in one buffer (positions in its list of columns): the columns
@@ -244,6 +284,26 @@ class PackedBatch:
         if allocate is not None:
             columns = _side_by_side(columns, allocate, _PLACE)
         return cls(batch.topic, *columns)  # type: ignore[arg-type]
+
+    @classmethod
+    def joined(cls, topic: str, pieces: Sequence[Sequence[npt.NDArray[np.generic]]],
+               allocate: Callable[[int], U8] | None = None) -> PackedBatch:  # fmt: skip
+        """Packed pieces (each the ten columns in :meth:`columns` order) as one batch, in order.
+
+        A worker collects a batch from several consume calls. Every column is written once, straight
+        into one buffer from ``allocate`` (a backend's ``input_buffer``, pooled: no fresh memory to
+        fault in, and one the device lane reads in place), laid out as :meth:`of` lays it out.
+        Without ``allocate``, a single piece is taken as it is and several go into a new buffer.
+        """
+        if len(pieces) == 1 and allocate is None:
+            return cls(topic, *pieces[0])  # type: ignore[arg-type]
+        if not pieces:
+            pieces = [[np.empty(0, dtype=kind) for kind in _KINDS]]
+        sizes = [sum(_used(piece, c).nbytes for piece in pieces) for c in range(len(_KINDS))]
+        sizes[0] += 1  # the values' byte to spare
+        starts, end = _layout(sizes, _PLACE)
+        buf = allocate(end) if allocate is not None else np.empty(end, dtype=np.uint8)
+        return cls(topic, *_joined(pieces, buf, starts, sizes))  # type: ignore[arg-type]
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         """``(start, end)`` of consecutive chunks of at most ``size`` records (as :meth:`RawBatch.chunks`)."""

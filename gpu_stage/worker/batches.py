@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import cast
+
+import numpy as np
+import numpy.typing as npt
 
 from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.packed import PackedBatch
@@ -17,6 +21,8 @@ from gpu_stage.worker.partitions import Partitioning
 from gpu_stage.worker.state import Consumed
 from llmpipe import threads
 from llmpipe.kafka_io import Message, PackedRecords, Records, TopicPartitions, offsets
+
+U8 = npt.NDArray[np.uint8]
 
 CONSUME_MAX_RECORDS = 10_000
 """The most records one consume call of the collect loop asks for."""
@@ -81,10 +87,14 @@ class Collecting(Partitioning):
         return batch if seen <= owned else batch.without(seen - owned)
 
 
-def to_batch(records: Consumed | list[Message]) -> RawBatch | PackedBatch:
-    """Columnar batch of consumed records (a missing value counts as an empty body); packed ones stay packed."""
+def to_batch(records: Consumed | list[Message], allocate: Callable[[int], U8] | None = None) -> RawBatch | PackedBatch:
+    """Columnar batch of consumed records (a missing value counts as an empty body); packed ones stay packed.
+
+    Packed records are joined into one buffer from ``allocate`` (the backend's ``input_buffer``) when
+    given: each record is copied once, into memory the backend reads in place.
+    """
     if isinstance(records, PackedRecords):
-        return PackedBatch(records.topic, *records.columns().columns())  # type: ignore[arg-type]
+        return PackedBatch.joined(records.topic, [part.columns() for part in records.parts], allocate)
     if not isinstance(records, Records):
         records = Records.of_messages(records)
     values = records.values

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from gpu_stage import metrics
+from gpu_stage.transform.api import StreamBackend
 from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.packed import PackedBatch
 from gpu_stage.worker.batches import to_batch
@@ -37,7 +38,8 @@ class Committing(Recovery, ChunkedParse, Reporting):
         self._steps["collect"] = self._collect_s
         self._steps["starved"] = self._starved_s
         self._watchdog.arm()
-        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records), started))
+        allocate = self.backend.input_buffer if isinstance(self.backend, StreamBackend) else None
+        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records, allocate), started))
         if self._in_flight is not None and not self.settings.commit_overlap:
             self._settle()
 

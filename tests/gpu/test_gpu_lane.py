@@ -132,6 +132,33 @@ def test_the_worker_parse_thread_gives_the_same_bytes() -> None:
     assert backend.lane is not None and backend.lane.taken_rows > 0
 
 
+def test_a_batch_joined_into_an_input_buffer_and_parsed_in_chunks() -> None:
+    """The worker's way: consume calls' columns joined into the backend's input buffer, parsed in chunks.
+
+    Each chunk is a slice of the joined batch, read by the device in place; the pooled buffer is
+    taken again for the next batch once the last one's results are let go.
+    """
+    from gpu_stage.transform.gpu import GpuBackend
+    from gpu_stage.transform.packed import PackedBatch
+
+    backend = GpuBackend(TransformSettings())
+    assert backend.lane is not None
+    values = synth.bodies(25_000)
+    whole = NATIVE.parse(synth.batch(values))
+    pieces = [PackedBatch.of(raw).columns() for raw in _split(values, [10_000, 7_000, 8_000])]
+    addresses = set()
+    for _ in range(3):
+        batch = PackedBatch.joined("llm.raw", pieces, backend.input_buffer)
+        assert backend.lane.packed._in_place(batch.value_buf)
+        addresses.add(batch.value_buf.__array_interface__["data"][0])
+        chunks = [batch.slice(start, end) for start, end in batch.chunks(10_000)]
+        results = [next(iter(backend.parse_stream([chunk], overlap=False))) for chunk in chunks]
+        assert b"".join(bytes(r.encoded.buf) for r in results) == bytes(whole.encoded.buf)
+        assert [b.offset for r in results for b in r.bad] == [b.offset for b in whole.bad]
+        del batch, chunks, results
+    assert len(addresses) == 1  # the same page-locked buffer each time
+
+
 def _split(values: list[bytes], sizes: list[int]) -> list[RawBatch]:
     raws, at = [], 0
     for size in sizes:

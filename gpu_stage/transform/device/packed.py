@@ -28,7 +28,6 @@ native thread) and for k's output. The output is byte-identical to the native co
 from __future__ import annotations
 
 import bisect
-import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -44,44 +43,11 @@ from gpu_stage.transform.device.merge import LaneFound
 from gpu_stage.transform.device.slots import NOT_TAKEN
 from gpu_stage.transform.native import NativeBackend, NativeRun, Packed
 from gpu_stage.transform.packed import PackedBatch, Picked, last_end
+from gpu_stage.transform.pool import HostPool
 from gpu_stage.transform.stages import StageClock
 from llmpipe.dlq import BadRecord
 
 U8 = npt.NDArray[np.uint8]
-
-
-class HostPool:
-    """Host buffers for the lane's output, reused once nothing refers to them any more.
-
-    A result's ``buf`` is a view of a pooled buffer; every view (and every view of a view) holds a
-    reference to the buffer, so a buffer whose reference count is back to the pool's own is free.
-    Past ``keep`` buffers, a taken-but-busy pool allocates buffers that are not pooled.
-    """
-
-    def __init__(self, allocate: Callable[[int], U8], keep: int = 4) -> None:
-        """``allocate(size)`` makes a buffer (page-locked for the device); at most ``keep`` are pooled."""
-        self._allocate = allocate
-        self._keep = keep
-        self._buffers: list[U8] = []
-
-    def take(self, size: int) -> U8:
-        """A buffer of at least ``size`` bytes that nothing else refers to."""
-        free = [b for b in self._buffers if sys.getrefcount(b) <= _POOLED_REFS]
-        fits = [b for b in free if len(b) >= size]
-        if fits:
-            return min(fits, key=len)
-        if free:  # grow: drop the largest free buffer that is too small
-            largest = max(free, key=len)
-            self._buffers = [b for b in self._buffers if b is not largest]
-        # Page-locking a buffer costs milliseconds: leave room for the next, slightly larger batches.
-        buffer = self._allocate(_with_room(size))
-        if len(self._buffers) < self._keep:
-            self._buffers.append(buffer)
-        return buffer
-
-    def held_bytes(self) -> int:
-        """Bytes of the pooled buffers."""
-        return sum(len(b) for b in self._buffers)
 
 
 class InputBuffers:
@@ -133,17 +99,6 @@ class InputBuffers:
 
 def _address(array: npt.NDArray[Any]) -> int:
     return int(array.__array_interface__["data"][0])
-
-
-def _with_room(size: int) -> int:
-    """``size`` plus an eighth, rounded up to a whole MiB."""
-    return -(-(max(size, 1) + size // 8) // _MIB) * _MIB
-
-
-_MIB = 1 << 20
-# A pooled buffer's references when nothing outside the pool holds it: the list, the comprehension's
-# loop variable and getrefcount's own argument.
-_POOLED_REFS = 3
 
 
 @dataclass

@@ -18,9 +18,9 @@ from test_gpu_stage_native import CONTENT_SCHEMAS, _settings, batches
 
 from gpu_stage import synth
 from gpu_stage.transform.batch import ParseResult, RawBatch
-from gpu_stage.transform.device.packed import HostPool
 from gpu_stage.transform.native import NativeBackend
 from gpu_stage.transform.packed import PackedBatch, encode_headers
+from gpu_stage.transform.pool import HostPool
 from tests.vectors import batch_of, load_vectors
 
 NATIVE = {name: NativeBackend(_settings(name)) for name in CONTENT_SCHEMAS}
@@ -255,3 +255,17 @@ def test_pooled_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
     again = pool.take(4 * mib)  # a slightly larger batch fits the room left: nothing new
     assert made == [4, 3, 4] and len(again) == 4 * mib
     del third, again
+
+
+def test_the_native_backends_input_buffers_are_reused_once_nothing_holds_them() -> None:
+    native = NativeBackend(_settings("default"))
+    first = native.input_buffer(1000)
+    address = first.__array_interface__["data"][0]
+    view = first[10:20]
+    del first
+    second = native.input_buffer(900)  # the first is still seen through ``view``: a new one
+    assert second.__array_interface__["data"][0] != address and len(second) >= 901
+    del view
+    third = native.input_buffer(800)  # the first is free again
+    assert third.__array_interface__["data"][0] == address
+    del second, third

@@ -98,3 +98,74 @@ def test_packed_chunks_are_the_batchs_chunks() -> None:
     batch = _raw(0, 25)
     assert PackedBatch.of(batch).chunks(10) == batch.chunks(10) == [(0, 8), (8, 16), (16, 25)]
     assert np.array_equal(PackedBatch.of(batch).slice(8, 16).offsets, np.arange(108, 116))
+
+
+def _padded(records: PackedRecords) -> PackedRecords:
+    """The same records, each buffer of each part longer than its last end (as a reused buffer is)."""
+    def pad(buf: np.ndarray) -> np.ndarray:
+        return np.concatenate([buf, np.frombuffer(b"\xee" * 5, dtype=np.uint8)])
+
+    parts = [PackedColumns(pad(c.value_buf), c.value_ends, pad(c.key_buf), c.key_ends, c.key_null,
+                           pad(c.header_buf), c.header_ends, c.partitions, c.offsets, c.timestamps_ms)
+             for c in records.parts]  # fmt: skip
+    return PackedRecords(TOPIC, parts)
+
+
+def _inside(column: np.ndarray, buffer: np.ndarray) -> bool:
+    start = column.__array_interface__["data"][0] - buffer.__array_interface__["data"][0]
+    return start >= 0 and start + column.nbytes <= buffer.nbytes
+
+
+@pytest.mark.parametrize("with_buffer", [False, True])
+def test_a_batch_joined_from_consume_calls_holds_the_records_in_order(with_buffer: bool) -> None:
+    from gpu_stage.worker import to_batch
+
+    given: list[np.ndarray] = []
+
+    def allocate(size: int) -> np.ndarray:
+        given.append(np.full(size + 3, 0xAA, dtype=np.uint8))
+        return given[-1]
+
+    records = _padded(_records(_raw(0, 7), _raw(7, 0), _raw(7, 11), _raw(18, 1)))
+    batch = to_batch(records, allocate if with_buffer else None)
+    assert isinstance(batch, PackedBatch) and len(batch) == 19
+    _same(batch.to_raw(), _raw(0, 19))
+    assert batch.value_bytes == sum(map(len, _raw(0, 19).values))
+    if with_buffer:  # every column written once, into the one buffer given
+        assert len(given) == 1
+        assert all(_inside(column, given[0]) for column in batch.columns())
+        assert len(batch.value_buf) == batch.value_bytes + 1  # the byte a device lane may read past the values
+
+
+def test_a_joined_batch_is_laid_out_as_a_packed_one() -> None:
+    """Columns at the same places as ``PackedBatch.of`` puts them, so the device lane's views carry over."""
+    def starts(batch: PackedBatch, buffer: np.ndarray) -> list[int]:
+        base = buffer.__array_interface__["data"][0]
+        return [c.__array_interface__["data"][0] - base for c in batch.columns()]
+
+    buffers: list[np.ndarray] = []
+
+    def allocate(size: int) -> np.ndarray:
+        buffers.append(np.zeros(size, dtype=np.uint8))
+        return buffers[-1]
+
+    whole = _raw(0, 12)
+    joined = PackedBatch.joined(TOPIC, [p.columns() for p in _records(_raw(0, 5), _raw(5, 7)).parts], allocate)
+    packed = PackedBatch.of(whole, allocate)
+    assert starts(joined, buffers[0]) == starts(packed, buffers[1])
+    assert len(buffers[0]) == len(buffers[1])
+    for a, b in zip(joined.columns(), packed.columns(), strict=True):
+        assert a.dtype == b.dtype and bytes(a) == bytes(b)
+
+
+@pytest.mark.parametrize("with_buffer", [False, True])
+def test_no_records_join_into_an_empty_batch(with_buffer: bool) -> None:
+    batch = PackedBatch.joined(TOPIC, [], (lambda n: np.empty(n, dtype=np.uint8)) if with_buffer else None)
+    assert len(batch) == 0 and batch.value_bytes == 0
+    assert [c.dtype for c in batch.columns()] == [c.dtype for c in PackedBatch.of(_raw(0, 0)).columns()]
+
+
+def test_one_consume_call_is_taken_as_it_is_when_no_buffer_is_given() -> None:
+    records = _records(_raw(0, 9))
+    batch = PackedBatch.joined(TOPIC, [records.parts[0].columns()])
+    assert all(a is b for a, b in zip(batch.columns(), records.parts[0].columns(), strict=True))
