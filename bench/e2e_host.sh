@@ -26,6 +26,8 @@
 # balanced; WAIT_PAIRS (default 0) pairs of GPU throughput runs, their --device-wait driver then block;
 # READER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-reader objects then packed;
 # WRITER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-writer objects then packed.
+# WRITE_BACK_PAIRS (default 0) pairs of GPU throughput runs, the load released to the workers as it is then
+# after writing the host's dirty pages back to disk (--load-write-back off then on; every other run: on).
 # TREE_PAIRS (default 0) pairs of GPU throughput runs, the workers run from BASE_TREE (another checkout of
 # this repository) then from this one.
 # KAFKA_READER and KAFKA_WRITER (default: the worker's) are every run's --kafka-reader and --kafka-writer (a
@@ -148,6 +150,9 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
     fi
     if [ "${WRITER_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-kafka-writer-$host-gpu" --compare-kafka-writer "$WRITER_PAIRS"
+    fi
+    if [ "${WRITE_BACK_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-load-write-back-$host-gpu" --compare-load-write-back "$WRITE_BACK_PAIRS"
     fi
     if [ "${TREE_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-worker-tree-$host-gpu" --compare-worker-tree "${BASE_TREE:?BASE_TREE: the checkout to compare}" \

@@ -33,7 +33,7 @@ from typing import Any
 
 from bench import corpora, gc_log
 from bench.e2e_summary import cpu_figures, mean_backend_stages, mean_steps, summaries
-from bench.machine import CpuWindow
+from bench.machine import CpuWindow, unwritten_mb, write_back
 from gpu_stage import synth
 from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS
 from llmpipe import headers as h
@@ -413,7 +413,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             load.abort()
             stop_workers(procs)
             raise
-        log.info("%d workers in group %s after %.1fs: committing the load", args.workers, group, joined_s)
+        # Written back now, the load's pages are not written back by the kernel during the measured span.
+        write_back_s = write_back() if args.load_write_back == "on" else None
+        unwritten_at_release = unwritten_mb()
+        log.info("%d workers in group %s after %.1fs%s: committing the load", args.workers, group, joined_s,
+                 "" if write_back_s is None else f", the load written back in {write_back_s:.1f}s")  # fmt: skip
         profiler = profile_worker(args, procs, topics.logs)
         cpu = CpuWindow(args.broker_pid or None)
         cpu.start()
@@ -426,6 +430,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log.info("py-spy exited %s: %s", profiler.wait(timeout=120), topics.logs / PROFILE_FILE)
         wall = time.time() - started
         cpu.stop()
+        unwritten_at_end = unwritten_mb()
         per_worker = summaries(topics.logs, args.workers)
         busy = [w for w in per_worker if w["in"] > 0]  # a worker that got no input has no span
         span = max(w["last_commit_at"] for w in busy) - min(w["first_input_at"] for w in busy)
@@ -435,7 +440,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             delete_topics(kafka, topics.all())
     return {
         **common_result(args, codes, per_worker, check), "corpus": pool.facts(),
-        "load_seconds": round(load.seconds, 2),
+        "load_seconds": round(load.seconds, 2), "load_write_back": args.load_write_back,
+        "load_write_back_seconds": None if write_back_s is None else round(write_back_s, 2),
+        "unwritten_mb_at_release": unwritten_at_release, "unwritten_mb_at_end": unwritten_at_end,
         "join_seconds": round(joined_s, 2), "wall_seconds": round(wall, 2), "busy_span_seconds": round(span, 3),
         "records_per_s": round(args.records / span, 1), "records_per_s_wall": round(args.records / wall, 1),
         **cpu_figures(cpu, per_worker, args.records),
@@ -453,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     corpora.add_options(p)
     p.add_argument("--out", type=Path, default=None,
                    help="result JSON (default bench/results/e2e-<host>-<backend>.json)")
+    p.add_argument("--load-write-back", choices=["on", "off"], default="on",
+                   help="write the host's dirty pages (the loaded raw records) back to disk before releasing the "
+                   "load to the workers, so that the kernel does not write the load back during the measured span")
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
                    "on fresh topics, with the ratio of each pair")
@@ -461,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                    "librdkafka's default 100 (the baseline) then at the worker's default, with the ratio of each pair")
     for option, (base, other) in COST_PAIRS.items():
         p.add_argument(f"--compare-{_compare_name(option)}", type=int, default=0, metavar="ROUNDS",
-                       help=f"instead of one run: ROUNDS pairs of runs, the workers' --{option.replace('_', '-')} "
+                       help=f"instead of one run: ROUNDS pairs of runs, --{option.replace('_', '-')} "
                        f"{base} (the baseline) then {other}, with the ratio of each pair's rates and CPU per record")
     p.add_argument("--compare-consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="instead of one run: --rounds pairs of runs, the workers' consumers as they are (the "
@@ -532,6 +542,7 @@ COST_PAIRS = {
     "device_wait": ("driver", "block"),
     "kafka_reader": ("objects", "packed"),
     "kafka_writer": ("objects", "packed"),
+    "load_write_back": ("off", "on"),
 }
 """Per option a ``--compare-…`` pair sets: its baseline value, then the other one."""
 
@@ -550,7 +561,8 @@ def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tupl
     workers write typed and dead-letter records, ``fetch_backoff_ms`` how long their consumers stop
     fetching once their prefetch queue is full, ``lane_order`` and ``device_wait`` the GPU workers'
     device lane order and wait, ``kafka_reader`` how the workers read raw records, ``kafka_writer`` how they
-    produce typed rows; ``consumer_config`` and
+    produce typed rows, ``load_write_back`` whether the load is on disk before the workers get it;
+    ``consumer_config`` and
     ``worker_tree`` come with
     the pair the command line gave.
     """

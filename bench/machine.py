@@ -6,6 +6,7 @@ import os
 import platform
 import socket
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,24 @@ def facts() -> dict[str, Any]:
         "msgspec": msgspec.__version__,
         "load_avg_at_start": _load(),
     }
+
+
+def unwritten_mb() -> float | None:
+    """Page-cache data not yet on disk (Dirty plus Writeback of /proc/meminfo), in MB; None without it."""
+    try:
+        lines = Path("/proc/meminfo").read_text(encoding="utf-8").splitlines()
+        fields = dict(line.split(":", 1) for line in lines if ":" in line)
+        kb = sum(int(fields[name].split()[0]) for name in ("Dirty", "Writeback"))
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    return round(kb / 1024, 1)
+
+
+def write_back() -> float:
+    """Write every dirty page of the host back to disk (``sync``); the seconds it took."""
+    started = time.perf_counter()
+    os.sync()
+    return time.perf_counter() - started
 
 
 def _host_jiffies() -> tuple[int, int]:

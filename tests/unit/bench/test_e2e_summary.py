@@ -195,6 +195,19 @@ def test_a_fetch_backoff_pair_names_the_setting_it_changed(capsys: pytest.Captur
     assert capsys.readouterr().out.startswith("lane_order balanced / arrival: ")
 
 
+def test_unwritten_page_cache_is_read_from_meminfo(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from bench import machine
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 131072 kB\nDirty: 3072 kB\nWriteback: 1024 kB\nHugePages_Total: 0\n")
+    real_path = machine.Path
+    monkeypatch.setattr(machine, "Path", lambda name: meminfo if name == "/proc/meminfo" else real_path(name))
+    assert machine.unwritten_mb() == 4.0
+    meminfo.write_text("MemTotal:       131072 kB\n")
+    assert machine.unwritten_mb() is None
+    assert machine.write_back() >= 0.0
+
+
 def test_the_step_means_skip_workers_without_a_step() -> None:
     from bench.e2e_summary import mean_steps
 
@@ -212,7 +225,8 @@ def test_each_cost_pair_has_its_compare_option(monkeypatch: pytest.MonkeyPatch) 
         e2e_worker, "compare_costs", lambda _args, option, rounds, pair=None: asked.append((option, rounds)) or 0
     )
     flags = ["--compare-compression", "--compare-partition-by", "--compare-fetch-backoff", "--compare-lane-order",
-             "--compare-device-wait", "--compare-kafka-reader", "--compare-kafka-writer"]  # fmt: skip
+             "--compare-device-wait", "--compare-kafka-reader", "--compare-kafka-writer",
+             "--compare-load-write-back"]  # fmt: skip
     for flag in flags:
         assert e2e_worker.main([flag, "2"]) == 0
     assert asked == [(option, 2) for option in e2e_worker.COST_PAIRS]
