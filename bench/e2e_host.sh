@@ -27,7 +27,7 @@
 # READER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-reader objects then packed;
 # WRITER_PAIRS (default 0) pairs of GPU throughput runs, the workers' --kafka-writer objects then packed.
 # WRITE_BACK_PAIRS (default 0) pairs of GPU throughput runs, the load released to the workers as it is then
-# after writing the host's dirty pages back to disk (--load-write-back off then on; every other run: on).
+# after writing the host's dirty pages back to disk (--load-write-back off then on; every other run: off).
 # TREE_PAIRS (default 0) pairs of GPU throughput runs, the workers run from BASE_TREE (another checkout of
 # this repository) then from this one.
 # KAFKA_READER and KAFKA_WRITER (default: the worker's) are every run's --kafka-reader and --kafka-writer (a

@@ -460,9 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     corpora.add_options(p)
     p.add_argument("--out", type=Path, default=None,
                    help="result JSON (default bench/results/e2e-<host>-<backend>.json)")
-    p.add_argument("--load-write-back", choices=["on", "off"], default="on",
+    p.add_argument("--load-write-back", choices=["on", "off"], default="off",
                    help="write the host's dirty pages (the loaded raw records) back to disk before releasing the "
-                   "load to the workers, so that the kernel does not write the load back during the measured span")
+                   "load to the workers (on the H100 host it changed no rate: the kernel had written most of the "
+                   "load back by then; the result's unwritten_mb_at_release says how much was left)")
     p.add_argument("--compare-commit-overlap", type=int, default=0, metavar="ROUNDS",
                    help="instead of one run: ROUNDS pairs of runs, --commit-overlap off (the baseline) then on, "
                    "on fresh topics, with the ratio of each pair")
