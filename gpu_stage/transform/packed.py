@@ -291,8 +291,8 @@ class PackedBatch:
         """Packed pieces (each the ten columns in :meth:`columns` order) as one batch, in order.
 
         A worker collects a batch from several consume calls. Every column is written once, straight
-        into one buffer from ``allocate`` (a backend's ``input_buffer``, pooled: no fresh memory to
-        fault in, and one the device lane reads in place), laid out as :meth:`of` lays it out.
+        into one buffer from ``allocate`` (a backend's pooled ``input_buffer``: the device lane's is
+        page-locked and read in place, with no staging copy), laid out as :meth:`of` lays it out.
         Without ``allocate``, a single piece is taken as it is and several go into a new buffer.
         """
         if len(pieces) == 1 and allocate is None:
