@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from gpu_stage.transform.batch import RawBatch, chunk_bounds
 from llmpipe.dlq import BadRecord, Reason
+from llmpipe.packed import COLUMN_KINDS, join_into, joined_nbytes
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -148,59 +149,6 @@ def _layout(sizes: Sequence[int], place: Sequence[int]) -> tuple[list[int], int]
     return starts, end
 
 
-def _side_by_side(
-    parts: list[npt.NDArray[np.generic]], allocate: Callable[[int], U8], place: Sequence[int]
-) -> list[npt.NDArray[np.generic]]:
-    """Copies of ``parts`` in one buffer from ``allocate``, laid out as :func:`_layout` says."""
-    sizes = [parts[0].nbytes + 1, *(p.nbytes for p in parts[1:])]
-    starts, end = _layout(sizes, place)
-    buf = allocate(end)
-    placed: list[npt.NDArray[np.generic]] = []
-    for part, start, size in zip(parts, starts, sizes, strict=True):
-        piece = buf[start : start + size]
-        if part.dtype == np.uint8:
-            piece[: part.nbytes] = part
-        else:
-            piece = piece.view(part.dtype)
-            piece[:] = part
-        placed.append(piece)
-    return placed
-
-
-_BUF_OF_ENDS = {1: 0, 3: 2, 6: 5}
-"""In :meth:`PackedBatch.columns` order: each ends column's position and its buffer's."""
-_KINDS = (np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.int64, np.int64, np.int64, np.int64)
-"""Each column's dtype, in :meth:`PackedBatch.columns` order."""
-
-
-def _used(piece: Sequence[npt.NDArray[np.generic]], c: int) -> npt.NDArray[np.generic]:
-    """Column ``c`` of ``piece``; of a buffer, only the bytes up to its last end (it may be longer)."""
-    if c in _BUF_OF_ENDS.values():
-        return piece[c][: last_end(cast(I64, piece[c + 1]))]
-    return piece[c]
-
-
-def _joined(pieces: Sequence[Sequence[npt.NDArray[np.generic]]], buf: U8,
-            starts: Sequence[int], sizes: Sequence[int]) -> list[npt.NDArray[np.generic]]:  # fmt: skip
-    """Each column of ``pieces`` written once into ``buf`` at its start, ends rebased onto the joined buffers."""
-    columns: list[npt.NDArray[np.generic]] = []
-    for c, (start, size) in enumerate(zip(starts, sizes, strict=True)):
-        dtype = pieces[0][c].dtype
-        out = buf[start : start + size] if dtype == np.uint8 else buf[start : start + size].view(dtype)
-        if c in _BUF_OF_ENDS:  # a piece's ends, shifted by the bytes of the pieces before it
-            base, at = 0, 0
-            for piece in pieces:
-                ends = piece[c]
-                np.add(ends, base, out=out[at : at + len(ends)])
-                base += last_end(cast(I64, ends))
-                at += len(ends)
-        else:
-            used = [_used(piece, c) for piece in pieces]
-            np.concatenate(used, out=out[: sum(len(u) for u in used)])
-        columns.append(out)
-    return columns
-
-
 # How ``PackedBatch.of`` lays a batch out in one buffer (positions in its list of columns): the columns
 # of one item per record first, then the keys, the values and the headers. Where a column lies then
 # depends on the record count alone (the values too, when every key has one length), so a device lane
@@ -282,7 +230,7 @@ class PackedBatch:
             value_buf, value_ends, key_buf, key_ends, key_null, header_buf, header_ends, *ints
         ]  # fmt: skip
         if allocate is not None:
-            columns = _side_by_side(columns, allocate, _PLACE)
+            return cls.joined(batch.topic, [columns], allocate)
         return cls(batch.topic, *columns)  # type: ignore[arg-type]
 
     @classmethod
@@ -297,13 +245,14 @@ class PackedBatch:
         """
         if len(pieces) == 1 and allocate is None:
             return cls(topic, *pieces[0])  # type: ignore[arg-type]
-        if not pieces:
-            pieces = [[np.empty(0, dtype=kind) for kind in _KINDS]]
-        sizes = [sum(_used(piece, c).nbytes for piece in pieces) for c in range(len(_KINDS))]
+        sizes = joined_nbytes(pieces)
         sizes[0] += 1  # the values' byte to spare
         starts, end = _layout(sizes, _PLACE)
         buf = allocate(end) if allocate is not None else np.empty(end, dtype=np.uint8)
-        return cls(topic, *_joined(pieces, buf, starts, sizes))  # type: ignore[arg-type]
+        places = zip(starts, sizes, COLUMN_KINDS, strict=True)
+        columns = [buf[start : start + size].view(kind) for start, size, kind in places]
+        join_into(pieces, columns)
+        return cls(topic, *columns)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         """``(start, end)`` of consecutive chunks of at most ``size`` records (as :meth:`RawBatch.chunks`)."""

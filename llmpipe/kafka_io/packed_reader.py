@@ -26,6 +26,7 @@ from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io.config import KafkaSettings, native_config
 from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, member_config
 from llmpipe.kafka_io.logs import log_queued
+from llmpipe.packed import COLUMN_KINDS, joined
 
 OFFSET_INVALID = -1001
 """librdkafka's offset for "none known" (no position yet, nothing committed)."""
@@ -68,25 +69,14 @@ class PackedColumns:
 
 
 def _columns(raw: Sequence[bytes]) -> PackedColumns:
-    kinds = (np.uint8, np.int64, np.uint8, np.int64, np.uint8, np.uint8, np.int64, np.int64, np.int64, np.int64)
-    return PackedColumns(*(np.frombuffer(b, dtype=kind) for b, kind in zip(raw, kinds, strict=True)))
+    return PackedColumns(*(np.frombuffer(b, dtype=kind) for b, kind in zip(raw, COLUMN_KINDS, strict=True)))
 
 
 def _concatenated(parts: Sequence[PackedColumns]) -> PackedColumns:
     """One set of columns holding ``parts``' records in order (each end rebased onto the joined buffer)."""
     if len(parts) == 1:
         return parts[0]
-    joined = []
-    for name, ends_of in (("value", "value_ends"), ("key", "key_ends"), ("header", "header_ends")):
-        bufs = [getattr(c, f"{name}_buf")[: int(getattr(c, ends_of)[-1]) if len(c) else 0] for c in parts]
-        bases = np.cumsum([0] + [len(b) for b in bufs[:-1]])
-        ends = [getattr(c, ends_of) + base for c, base in zip(parts, bases, strict=True)]
-        joined += [np.concatenate(bufs), np.concatenate(ends)]
-    value_buf, value_ends, key_buf, key_ends, header_buf, header_ends = joined
-    rest = {name: np.concatenate([getattr(c, name) for c in parts])
-            for name in ("key_null", "partitions", "offsets", "timestamps_ms")}  # fmt: skip
-    return PackedColumns(value_buf, value_ends, key_buf, key_ends, rest["key_null"], header_buf, header_ends,
-                         rest["partitions"], rest["offsets"], rest["timestamps_ms"])  # fmt: skip
+    return PackedColumns(*joined([part.columns() for part in parts]))  # type: ignore[arg-type]
 
 
 def _rows(columns: PackedColumns, rows: I64) -> PackedColumns:
