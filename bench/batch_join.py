@@ -5,8 +5,9 @@ real-shaped bodies (with the connector's seven headers) as ``--calls`` consume c
 them, then joins them into one batch ``--batches`` times, each batch held until the next one is
 made, as the worker holds a batch until its commit settles: column by column into fresh arrays
 (``PackedRecords.columns``, the worker's way before; the baseline), and straight into the native
-backend's pooled input buffer (``PackedBatch.joined``, the worker's way now). Fresh arrays of tens of
-MB are page-faulted in each time; a pooled buffer is not. Best of ``--rounds``.
+backend's pooled input buffer (``PackedBatch.joined``, the worker's way now). The worker's allocator
+settings apply (``tune_process``): under them, fresh arrays reuse the heap instead of being faulted
+in anew. Best of ``--rounds``.
 """
 
 from __future__ import annotations
