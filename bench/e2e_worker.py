@@ -189,6 +189,7 @@ def start_workers(
             *(["--kafka-reader", args.kafka_reader] if args.kafka_reader else []),
             *(["--kafka-writer", args.kafka_writer] if args.kafka_writer else []),
             *(arg for pair in args.consumer_config.split() for arg in ("--consumer-config", pair)),
+            *(arg for pair in args.producer_config.split() for arg in ("--producer-config", pair)),
         ]  # fmt: skip
         out = open(logs / f"worker-{k}.log", "wb")  # noqa: SIM115 - closed after the process exits
         procs.append((subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, **worker_tree(args)), out))
@@ -311,7 +312,7 @@ def common_result(
         "txn_retry_backoff_ms": args.txn_retry_backoff_ms or None,
         "fetch_backoff_ms": None if args.fetch_backoff_ms < 0 else args.fetch_backoff_ms,
         "warm_up_records": None if args.warm_up_records < 0 else args.warm_up_records,
-        "consumer_config": args.consumer_config,
+        "consumer_config": args.consumer_config, "producer_config": args.producer_config,
         "lane_env": {name: os.environ[name] for name in LANE_ENV if name in os.environ},
         "lane_order": args.lane_order or None, "device_wait": args.device_wait or None,
         "kafka_reader": args.kafka_reader or None, "kafka_writer": args.kafka_writer or None,
@@ -366,6 +367,9 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help="the workers' --warm-up-records (-1: the worker's default, one parse call's batch; 0: none)")
     p.add_argument("--consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="librdkafka consumer properties for the workers (their --consumer-config), split by spaces")
+    p.add_argument("--producer-config", default="", metavar="'KEY=VALUE …'",
+                   help="librdkafka producer properties for the workers' typed and dead-letter producer (their "
+                   "--producer-config), split by spaces")
     p.add_argument("--lane-order", default="", choices=["", *LANE_ORDERS],
                    help="the GPU workers' --lane-order (empty: the worker's default)")
     p.add_argument("--device-wait", default="", choices=["", *DEVICE_WAITS],
@@ -477,11 +481,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-consumer-config", default="", metavar="'KEY=VALUE …'",
                    help="instead of one run: --rounds pairs of runs, the workers' consumers as they are (the "
                    "baseline) then with these properties, with the ratio of each pair's rates and CPU per record")
+    p.add_argument("--compare-producer-config", default="", metavar="'KEY=VALUE …'",
+                   help="instead of one run: --rounds pairs of runs, the workers' producers as they are (the "
+                   "baseline) then with these properties, with the ratio of each pair's rates and CPU per record")
     p.add_argument("--compare-worker-tree", default="", metavar="DIR",
                    help="instead of one run: --rounds pairs of runs, the workers from this checkout (the "
                    "baseline, e.g. a git worktree of an earlier revision) then from this one")
     p.add_argument("--rounds", type=int, default=1,
-                   help="pairs of runs of --compare-consumer-config or --compare-worker-tree")
+                   help="pairs of runs of --compare-consumer-config, --compare-producer-config or "
+                   "--compare-worker-tree")
     args = p.parse_args(argv)
     corpora.check(p, args)
     if args.compare_worker_tree:
@@ -489,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_consumer_config:
         more = f"{args.consumer_config} {args.compare_consumer_config}".strip()
         return compare_costs(args, "consumer_config", args.rounds, (args.consumer_config, more))
+    if args.compare_producer_config:
+        more = f"{args.producer_config} {args.compare_producer_config}".strip()
+        return compare_costs(args, "producer_config", args.rounds, (args.producer_config, more))
     for option in COST_PAIRS:
         rounds = getattr(args, f"compare_{_compare_name(option).replace('-', '_')}")
         if rounds:
@@ -563,9 +574,7 @@ def compare_costs(args: argparse.Namespace, option: str, rounds: int, pair: tupl
     fetching once their prefetch queue is full, ``lane_order`` and ``device_wait`` the GPU workers'
     device lane order and wait, ``kafka_reader`` how the workers read raw records, ``kafka_writer`` how they
     produce typed rows, ``load_write_back`` whether the load is on disk before the workers get it;
-    ``consumer_config`` and
-    ``worker_tree`` come with
-    the pair the command line gave.
+    ``consumer_config``, ``producer_config`` and ``worker_tree`` come with the pair the command line gave.
     """
     name = _compare_name(option)
     out = args.out or RESULTS / f"e2e-{name}-{platform.node() or 'host'}-{args.backend}.json"
@@ -577,7 +586,8 @@ def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
     keys = {"rate_ratio": "records_per_s", "workers_cpu_ratio": "workers_cpu_us_per_record",
             "broker_cpu_ratio": "broker_cpu_us_per_record"}  # fmt: skip
     ratios = {name: round(new[key] / base[key], 3) for name, key in keys.items() if new.get(key) and base.get(key)}
-    changed = [k for k in (*COST_PAIRS, "consumer_config", "worker_revision") if new.get(k) != base.get(k)]
+    compared = (*COST_PAIRS, "consumer_config", "producer_config", "worker_revision")
+    changed = [k for k in compared if new.get(k) != base.get(k)]
     print(", ".join(f"{k} {new[k]} / {base[k]}" for k in changed) + f": {ratios}")
     return ratios
 
