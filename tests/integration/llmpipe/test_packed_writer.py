@@ -7,6 +7,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,6 +25,9 @@ from llmpipe.kafka_io import (
 )
 
 pytestmark = pytest.mark.integration
+
+REPORTS = {"every-report": {}, "failed-reports-only": {"delivery.report.only.error": True}}
+"""Delivery reports for every record (librdkafka's default), or for failed ones only (the worker's)."""
 
 Seen = list[tuple[int, bytes | None, bytes, list[tuple[str, bytes | None]]]]
 
@@ -138,12 +142,13 @@ def test_a_new_writer_with_the_same_id_fences_the_old_one(kafka: KafkaSettings, 
     assert [v for _, _, v, _ in _seen(kafka, topic)] == [b"from the new one"]
 
 
+@pytest.mark.parametrize("reports", REPORTS.values(), ids=REPORTS.keys())
 def test_a_record_the_broker_refuses_fails_the_commit_abortably(
-    kafka: KafkaSettings, new_topic: Callable[..., str]
+    kafka: KafkaSettings, new_topic: Callable[..., str], reports: dict[str, Any]
 ) -> None:
     topic = new_topic("pw-refused")
     # librdkafka lets the record through (its own limit is above the broker's 16 MiB); random bytes stay large.
-    writer = PackedWriter(kafka, f"refused-{topic}", config={"message.max.bytes": 64 << 20})
+    writer = PackedWriter(kafka, f"refused-{topic}", config={"message.max.bytes": 64 << 20, **reports})
     big = os.urandom(17 << 20)
     writer.begin()
     writer.produce_rows(topic, b"fits" + big, np.asarray([0, 4, 4 + len(big)], dtype=np.int64), [b"k1", b"k2"], None)

@@ -2,7 +2,8 @@
 
 On a real broker: a record the broker refuses makes ``commit`` raise the abortable error, nothing of
 that transaction becomes visible (the record it took before the refused one included), and the
-producer goes on.
+producer goes on. The same holds with delivery reports for failed records only (the worker's
+setting): the commit does not depend on reports of delivered ones.
 """
 
 from __future__ import annotations
@@ -20,10 +21,16 @@ BROKER_LIMIT = 16 << 20
 """The local stack's ``message.max.bytes``: a record batch larger than this is refused by the broker."""
 
 
-def test_a_record_the_broker_refuses_fails_the_commit(kafka: KafkaSettings, new_topic: Any) -> None:
+REPORTS = {"every-report": {}, "failed-reports-only": {"delivery.report.only.error": True}}
+"""Delivery reports for every record (librdkafka's default), or for failed ones only (the worker's)."""
+
+
+@pytest.mark.parametrize("reports", REPORTS.values(), ids=REPORTS.keys())
+def test_a_record_the_broker_refuses_fails_the_commit(kafka: KafkaSettings, new_topic: Any,
+                                                      reports: dict[str, Any]) -> None:  # fmt: skip
     topic = new_topic("refused")
     # librdkafka lets the record through (its own limit is above the broker's); random bytes stay large compressed.
-    producer = TransactionalProducer(kafka, f"refused-{topic}", config={"message.max.bytes": 64 << 20})
+    producer = TransactionalProducer(kafka, f"refused-{topic}", config={"message.max.bytes": 64 << 20, **reports})
     producer.begin()
     producer.produce_many(topic, [b"fits", os.urandom(BROKER_LIMIT + (1 << 20))], [b"k1", b"k2"])
     with pytest.raises(TxnAbortable, match="MSG_SIZE_TOO_LARGE"):
