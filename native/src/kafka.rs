@@ -123,8 +123,16 @@ impl ConsumerContext for ReaderContext {
     }
 }
 
+/// How much the last consume call's columns held.
+#[derive(Clone, Copy, Default)]
+struct Sizes {
+    records: usize,
+    values: usize,
+    keys: usize,
+    headers: usize,
+}
+
 /// One consume call's records as columns (see the module docstring).
-#[derive(Default)]
 struct Columns {
     values: Vec<u8>,
     value_ends: Vec<i64>,
@@ -139,6 +147,29 @@ struct Columns {
 }
 
 impl Columns {
+    /// Empty columns with room for about what `last` held: a call's columns are filled record by record,
+    /// and growing them by doubling copied each one again and touched fresh pages on the way.
+    fn sized_like(last: &Sizes) -> Self {
+        let room = |n: usize| n + n / 4;
+        let records = room(last.records);
+        Self {
+            values: Vec::with_capacity(room(last.values)),
+            value_ends: Vec::with_capacity(records),
+            keys: Vec::with_capacity(room(last.keys)),
+            key_ends: Vec::with_capacity(records),
+            key_null: Vec::with_capacity(records),
+            headers: Vec::with_capacity(room(last.headers)),
+            header_ends: Vec::with_capacity(records),
+            partitions: Vec::with_capacity(records),
+            offsets: Vec::with_capacity(records),
+            timestamps_ms: Vec::with_capacity(records),
+        }
+    }
+
+    fn sizes(&self) -> Sizes {
+        Sizes { records: self.value_ends.len(), values: self.values.len(), keys: self.keys.len(), headers: self.headers.len() }
+    }
+
     fn push<M: Message>(&mut self, m: &M) {
         self.values.extend_from_slice(m.payload().unwrap_or(&[]));
         self.value_ends.push(self.values.len() as i64);
@@ -212,6 +243,7 @@ fn triples(list: &TopicPartitionList) -> Vec<(String, i32, i64)> {
 #[pyclass(name = "KafkaReader", module = "llmpipe_native")]
 pub struct KafkaReader {
     consumer: BaseConsumer<ReaderContext>,
+    last: Mutex<Sizes>,
 }
 
 #[pymethods]
@@ -229,7 +261,7 @@ impl KafkaReader {
             client.create_with_context(context).map_err(|e| PyValueError::new_err(format!("consumer: {e}")))?;
         let names: Vec<&str> = topics.iter().map(String::as_str).collect();
         consumer.subscribe(&names).map_err(|e| kafka_error("subscribe", e))?;
-        Ok(Self { consumer })
+        Ok(Self { consumer, last: Mutex::new(Sizes::default()) })
     }
 
     /// Up to `max_records` records (or `max_bytes` of values), waiting at most `timeout_s` for the
@@ -237,9 +269,10 @@ impl KafkaReader {
     /// error raises, any other is reported as a log line.
     fn consume<'py>(&self, py: Python<'py>, max_records: usize, max_bytes: usize, timeout_s: f64) -> PyResult<Option<Bound<'py, PyList>>> {
         let consumer = &self.consumer;
+        let last = *self.last.lock().unwrap_or_else(|e| e.into_inner());
         let (columns, error) = py.detach(move || {
             let deadline = Instant::now() + timeout(timeout_s);
-            let mut columns = Columns::default();
+            let mut columns = Columns::sized_like(&last);
             let mut error = None;
             while columns.value_ends.len() < max_records && columns.values.len() < max_bytes {
                 let wait = if columns.value_ends.is_empty() { deadline.saturating_duration_since(Instant::now()) } else { Duration::ZERO };
@@ -263,6 +296,7 @@ impl KafkaReader {
         if columns.value_ends.is_empty() {
             return Ok(None);
         }
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = columns.sizes();
         columns.into_py(py).map(Some)
     }
 
