@@ -30,6 +30,9 @@
 # after writing the host's dirty pages back to disk (--load-write-back off then on; every other run: off).
 # TREE_PAIRS (default 0) pairs of GPU throughput runs, the workers run from BASE_TREE (another checkout of
 # this repository) then from this one.
+# PRODUCER_PAIRS (default 0) pairs of GPU throughput runs, the workers' producers with PRODUCER_BASE (librdkafka
+# properties, default none) then with PRODUCER_NEW added too (e.g. PRODUCER_BASE=delivery.report.only.error=false
+# PRODUCER_NEW=delivery.report.only.error=true: a report per record, then failed ones only, the default).
 # KAFKA_READER and KAFKA_WRITER (default: the worker's) are every run's --kafka-reader and --kafka-writer (a
 # --compare-kafka-reader or --compare-kafka-writer pair sets its own). The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).
@@ -153,6 +156,10 @@ for order in sys.argv[1:]: GpuBackend(TransformSettings(lane_order=order)).parse
     fi
     if [ "${WRITE_BACK_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-load-write-back-$host-gpu" --compare-load-write-back "$WRITE_BACK_PAIRS"
+    fi
+    if [ "${PRODUCER_PAIRS:-0}" -gt 0 ]; then
+        gpu_run "e2e-producer-config-$host-gpu" --producer-config "${PRODUCER_BASE:-}" \
+            --compare-producer-config "${PRODUCER_NEW:?PRODUCER_NEW: the properties to add}" --rounds "$PRODUCER_PAIRS"
     fi
     if [ "${TREE_PAIRS:-0}" -gt 0 ]; then
         gpu_run "e2e-worker-tree-$host-gpu" --compare-worker-tree "${BASE_TREE:?BASE_TREE: the checkout to compare}" \
