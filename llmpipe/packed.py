@@ -25,11 +25,15 @@ Piece = Sequence[npt.NDArray[np.generic]]
 """The ten columns of some records, in :data:`COLUMN_KINDS` order; a buffer may run past its last end."""
 
 
+def last_end(ends: npt.NDArray[np.generic]) -> int:
+    """Where the last item of a packed column ends: the column's bytes (0 for no items)."""
+    return int(ends[-1]) if len(ends) else 0
+
+
 def _used(piece: Piece, c: int) -> npt.NDArray[np.generic]:
     """Column ``c`` of ``piece``; of a buffer, only the bytes up to its last end."""
     if c in _BUF_OF_ENDS.values():
-        ends = piece[c + 1]
-        return piece[c][: int(ends[-1]) if len(ends) else 0]
+        return piece[c][: last_end(piece[c + 1])]
     return piece[c]
 
 
@@ -51,7 +55,7 @@ def join_into(pieces: Sequence[Piece], out: Sequence[npt.NDArray[np.generic]]) -
             for piece in pieces:
                 ends = piece[c]
                 np.add(ends, base, out=column[at : at + len(ends)])
-                base += int(ends[-1]) if len(ends) else 0
+                base += last_end(ends)
                 at += len(ends)
         else:
             used = [_used(piece, c) for piece in pieces]

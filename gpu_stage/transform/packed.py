@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from gpu_stage.transform.batch import RawBatch, chunk_bounds
 from llmpipe.dlq import BadRecord, Reason
-from llmpipe.packed import COLUMN_KINDS, join_into, joined_nbytes
+from llmpipe.packed import COLUMN_KINDS, join_into, joined_nbytes, last_end
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -38,11 +38,6 @@ T = TypeVar("T")
 
 def _start(ends: I64, i: int) -> int:
     return int(ends[i - 1]) if i > 0 else 0
-
-
-def last_end(ends: I64) -> int:
-    """Where the last item of a packed column ends: the column's bytes (0 for no items)."""
-    return int(ends[-1]) if len(ends) else 0
 
 
 class _Lazy(Sequence[T]):

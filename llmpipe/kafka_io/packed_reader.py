@@ -26,7 +26,7 @@ from llmpipe.errors import ConfigError, SourceError
 from llmpipe.kafka_io.config import KafkaSettings, native_config
 from llmpipe.kafka_io.consumer import FETCH_QUEUE_BACKOFF_MS, member_config
 from llmpipe.kafka_io.logs import log_queued
-from llmpipe.packed import COLUMN_KINDS, joined
+from llmpipe.packed import COLUMN_KINDS, joined, last_end
 
 OFFSET_INVALID = -1001
 """librdkafka's offset for "none known" (no position yet, nothing committed)."""
@@ -65,7 +65,7 @@ class PackedColumns:
     @property
     def nbytes(self) -> int:
         """Sum of the value sizes."""
-        return int(self.value_ends[-1]) if len(self.value_ends) else 0
+        return last_end(self.value_ends)
 
 
 def _columns(raw: Sequence[bytes]) -> PackedColumns:

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage.transform.batch import RawBatch
-from gpu_stage.transform.packed import last_end
+from llmpipe.packed import last_end
 
 log = logging.getLogger(__name__)
 

@@ -42,10 +42,11 @@ from gpu_stage.transform.device.executor import Executor
 from gpu_stage.transform.device.merge import LaneFound
 from gpu_stage.transform.device.slots import NOT_TAKEN
 from gpu_stage.transform.native import NativeBackend, NativeRun, Packed
-from gpu_stage.transform.packed import PackedBatch, Picked, last_end
+from gpu_stage.transform.packed import PackedBatch, Picked
 from gpu_stage.transform.pool import HostPool
 from gpu_stage.transform.stages import StageClock
 from llmpipe.dlq import BadRecord
+from llmpipe.packed import last_end
 
 U8 = npt.NDArray[np.uint8]
 
