@@ -23,11 +23,9 @@ from llmpipe.kafka_io import (
     group_offsets,
     read_topic,
 )
+from tests.integration.llmpipe.txn_testlib import REPORTS
 
 pytestmark = pytest.mark.integration
-
-REPORTS = {"every-report": {}, "failed-reports-only": {"delivery.report.only.error": True}}
-"""Delivery reports for every record (librdkafka's default), or for failed ones only (the worker's)."""
 
 Seen = list[tuple[int, bytes | None, bytes, list[tuple[str, bytes | None]]]]
 

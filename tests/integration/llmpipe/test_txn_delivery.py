@@ -14,15 +14,12 @@ from typing import Any
 import pytest
 
 from llmpipe.kafka_io import KafkaSettings, TransactionalProducer, TxnAbortable, read_topic
+from tests.integration.llmpipe.txn_testlib import REPORTS
 
 pytestmark = pytest.mark.integration
 
 BROKER_LIMIT = 16 << 20
 """The local stack's ``message.max.bytes``: a record batch larger than this is refused by the broker."""
-
-
-REPORTS = {"every-report": {}, "failed-reports-only": {"delivery.report.only.error": True}}
-"""Delivery reports for every record (librdkafka's default), or for failed ones only (the worker's)."""
 
 
 @pytest.mark.parametrize("reports", REPORTS.values(), ids=REPORTS.keys())
