@@ -32,7 +32,7 @@
 # this repository) then from this one.
 # PRODUCER_PAIRS (default 0) pairs of GPU throughput runs, the workers' producers with PRODUCER_BASE (librdkafka
 # properties, default none) then with PRODUCER_NEW added too (e.g. PRODUCER_BASE=delivery.report.only.error=false
-# PRODUCER_NEW=delivery.report.only.error=true: a report per record, then failed ones only, the default).
+# PRODUCER_NEW=delivery.report.only.error=true: a report per record, the default, then failed ones only).
 # KAFKA_READER and KAFKA_WRITER (default: the worker's) are every run's --kafka-reader and --kafka-writer (a
 # --compare-kafka-reader or --compare-kafka-writer pair sets its own). The GPU
 # workers take any other gpu_stage setting from its environment variable (GPU_STAGE_LANE_ORDER=warp ...).

@@ -24,14 +24,6 @@ MAX_MESSAGE_BYTES = 64 << 20
 the typed and DLQ topics are created with the same ``max.message.bytes``."""
 
 
-FAILED_DELIVERIES_ONLY = {"delivery.report.only.error": True}
-"""Delivery reports for failed records only. The transaction's commit already waits for every record
-and fails, abortably, if one was not delivered: librdkafka counts failed deliveries whatever reports it
-hands out. A report per delivered record (an event carried to the client thread and served there)
-confirmed nothing more, and was served on the committer's and the loop's threads, record by record
-(``bench.e2e_worker --compare-producer-config delivery.report.only.error=true`` measures it)."""
-
-
 class ProducerLifecycle(GuardedCalls):
     """Making, resetting and replacing the worker's transactional producer."""
 
@@ -46,7 +38,6 @@ class ProducerLifecycle(GuardedCalls):
                 "queue.buffering.max.kbytes": 1 << 20,
                 "batch.size": 1 << 20,
                 "message.max.bytes": MAX_MESSAGE_BYTES,
-                **FAILED_DELIVERIES_ONLY,
                 **dict(self.settings.producer_config),
             },
             retry_backoff_ms=self.settings.txn_retry_backoff_ms,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_stage.worker.producer import FAILED_DELIVERIES_ONLY
-
-REPORTS: dict[str, dict[str, Any]] = {"every-report": {}, "failed-reports-only": FAILED_DELIVERIES_ONLY}
-"""Delivery reports for every record (librdkafka's default), or for failed ones only (the worker's)."""
+REPORTS: dict[str, dict[str, Any]] = {
+    "every-report": {},
+    "failed-reports-only": {"delivery.report.only.error": True},
+}
+"""Delivery reports for every record (librdkafka's default, the worker's), or for failed ones only (a
+setting a user may pass with ``--producer-config``): either way a refused record fails the commit."""
