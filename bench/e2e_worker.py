@@ -324,13 +324,19 @@ def common_result(
 
 
 def _revision(tree: str) -> str | None:
-    """The commit checked out in ``tree`` (None outside a git checkout)."""
+    """The commit checked out in ``tree``; ``-dirty`` added when its tracked files differ from it.
+
+    A run from a changed tree must not pass for a run of the commit. None outside a git checkout.
+    """
+    git = ["git", "-C", tree]
     try:
-        found = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"],
-                               capture_output=True, text=True, check=True, timeout=10)  # fmt: skip
+        found = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+                               timeout=10)  # fmt: skip
+        changed = subprocess.run([*git, "diff", "--quiet", "HEAD", "--"], capture_output=True, timeout=30).returncode
     except (OSError, subprocess.SubprocessError):
         return None
-    return found.stdout.strip() or None
+    commit = found.stdout.strip() or None
+    return f"{commit}-dirty" if commit and changed else commit
 
 
 def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: int, batch_wait_ms: int) -> None:

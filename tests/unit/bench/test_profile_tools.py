@@ -1,9 +1,10 @@
 """bench.profile_summary on a hand-made profile; what --consumer-config and --worker-tree do to the workers;
-when the broker runs take the raw topic's end offsets."""
+when the broker runs take the raw topic's end offsets; the revision a result names."""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,20 @@ def test_end_offsets_are_waited_for_until_the_committed_load_shows(monkeypatch: 
 def test_end_offsets_are_taken_as_they_are_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("bench.e2e_worker.end_offsets", lambda _kafka, _topic: {0: 3})
     assert e2e_worker.visible_ends(None, "raw", records=9, markers=0, deadline=0.0) == {("raw", 0): 3}  # type: ignore[arg-type]
+
+
+def test_a_run_from_a_changed_tree_is_recorded_as_dirty(tmp_path: Path) -> None:
+    """The revision a result names: the commit, ``-dirty`` once a tracked file differs, None outside git."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "worker.py").write_text("a = 1\n")
+    subprocess.run([*git, "add", "worker.py"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()  # fmt: skip
+    assert e2e_worker._revision(str(tmp_path)) == commit
+    (tmp_path / "notes.txt").write_text("untracked files do not count\n")
+    assert e2e_worker._revision(str(tmp_path)) == commit
+    (tmp_path / "worker.py").write_text("a = 2\n")
+    assert e2e_worker._revision(str(tmp_path)) == f"{commit}-dirty"
+    assert e2e_worker._revision(str(tmp_path / "not-a-checkout")) is None
