@@ -47,6 +47,8 @@
 # The broker takes the stack's settings from its environment too: STACK_KAFKA_NETWORK_THREADS and
 # STACK_KAFKA_IO_THREADS (Kafka's defaults 3 and 8) size its request threads, when it starts (a kept
 # broker keeps its own); e2e.log names the broker's values.
+# PERF_WORKER (a Linux perf executable, default none) records worker 0 of every throughput run with call graphs
+# (bench.e2e_worker --perf-worker): the data and a text report by thread and symbol in the run's log folder.
 # Every run reports the host's busy cores and the broker's CPU per record (--broker-pid).
 set -uo pipefail
 out=${1:?usage: bench/e2e_host.sh OUTDIR [RECORDS]}
@@ -68,6 +70,7 @@ run() {
     [ "${THROUGHPUT:-1}" = 0 ] && return
     python -m bench.e2e_worker --bootstrap 127.0.0.1:29092 --records "$records" --logs "$out/logs" \
         --corpus "${E2E_CORPUS:-real}" --broker-pid "$broker_pid" ${KAFKA_READER:+--kafka-reader "$KAFKA_READER"} ${KAFKA_WRITER:+--kafka-writer "$KAFKA_WRITER"} \
+        ${PERF_WORKER:+--perf-worker "$PERF_WORKER"} \
         "$@" >> "$out/e2e.log" 2>&1 || status=1
 }
 host=${E2E_HOST_NAME:-h200}

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import corpora, gc_log
+from bench import corpora, gc_log, worker_perf
 from bench.e2e_summary import cpu_figures, mean_backend_stages, mean_steps, summaries
 from bench.machine import CpuWindow, unwritten_mb, write_back
 from gpu_stage import synth
@@ -406,6 +406,10 @@ def add_run_options(p: argparse.ArgumentParser, *, records: int, batch_records: 
                    help=f"sample worker 0 with this py-spy executable from the moment the group has joined: its "
                    f"threads' wall-clock samples go to its log folder's {PROFILE_FILE} "
                    "(summarise with python -m bench.profile_summary)")
+    p.add_argument("--perf-worker", default="", metavar="PERF",
+                   help="record worker 0 with this Linux perf executable from the moment the group has joined, "
+                   f"every thread and native frame with call graphs, into its log folder's {worker_perf.PERF_DATA}; "
+                   f"after the run, a text report by thread and symbol goes to {worker_perf.PERF_REPORT} beside it")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -429,6 +433,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log.info("%d workers in group %s after %.1fs%s: committing the load", args.workers, group, joined_s,
                  "" if write_back_s is None else f", the load written back in {write_back_s:.1f}s")  # fmt: skip
         profiler = profile_worker(args, procs, topics.logs)
+        perf = worker_perf.start(args.perf_worker, procs[0][0].pid, topics.logs) if args.perf_worker else None
         cpu = CpuWindow(args.broker_pid or None)
         cpu.start()
         load.commit()
@@ -438,6 +443,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         if profiler is not None:  # it writes its file once worker 0 has exited
             log.info("py-spy exited %s: %s", profiler.wait(timeout=120), topics.logs / PROFILE_FILE)
+        if perf is not None:  # it ends once worker 0 has exited
+            log.info("perf exited %s: %s", perf.wait(timeout=120), topics.logs / worker_perf.PERF_DATA)
         wall = time.time() - started
         cpu.stop()
         unwritten_at_end = unwritten_mb()
@@ -445,6 +452,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         busy = [w for w in per_worker if w["in"] > 0]  # a worker that got no input has no span
         span = max(w["last_commit_at"] for w in busy) - min(w["first_input_at"] for w in busy)
         check = check_keys(kafka, topics.typed, topics.dlq, args.records)
+        if perf is not None:  # after the measured span
+            log.info("perf report: %s", worker_perf.report(args.perf_worker, topics.logs))
     finally:
         if not args.keep_topics:
             delete_topics(kafka, topics.all())

@@ -1,5 +1,5 @@
 """bench.profile_summary on a hand-made profile; what --consumer-config and --worker-tree do to the workers;
-when the broker runs take the raw topic's end offsets; the revision a result names."""
+when the broker runs take the raw topic's end offsets; the revision a result names; perf on worker 0."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench import e2e_worker
+from bench import e2e_worker, worker_perf
 from bench.profile_summary import summarise
 
 
@@ -111,3 +111,34 @@ def test_a_run_from_a_changed_tree_is_recorded_as_dirty(tmp_path: Path) -> None:
     (tmp_path / "worker.py").write_text("a = 2\n")
     assert e2e_worker._revision(str(tmp_path)) == f"{commit}-dirty"
     assert e2e_worker._revision(str(tmp_path / "not-a-checkout")) is None
+
+
+def _fake_perf(tmp_path: Path) -> Path:
+    """A stand-in for perf: ``record`` writes its arguments to the -o file, ``report`` prints them."""
+    fake = tmp_path / "perf"
+    fake.write_text('#!/bin/sh\nif [ "$1" = record ]; then\n  for a; do out=$a; done\n  echo "$@" > "$out"\n'
+                    'else\n  echo "REPORT $*"\nfi\n')  # fmt: skip
+    fake.chmod(0o755)
+    return fake
+
+
+def test_perf_records_worker_0_with_call_graphs_into_its_log_folder(tmp_path: Path) -> None:
+    command = worker_perf.record_command("perf", 4242, tmp_path)
+    assert command[:2] == ["perf", "record"]
+    assert command[command.index("-p") + 1] == "4242"
+    assert command[command.index("--call-graph") + 1].startswith("dwarf,")
+    assert command[-2:] == ["-o", str(tmp_path / worker_perf.PERF_DATA)]
+    recorder = worker_perf.start(str(_fake_perf(tmp_path)), 4242, tmp_path)
+    assert recorder.wait(timeout=30) == 0
+    assert (tmp_path / worker_perf.PERF_DATA).read_text().split() == command[1:]
+
+
+def test_the_perf_report_holds_each_section_in_order(tmp_path: Path) -> None:
+    path = worker_perf.report(str(_fake_perf(tmp_path)), tmp_path)
+    lines = path.read_text().splitlines()
+    data = str(tmp_path / worker_perf.PERF_DATA)
+    expected = []
+    for sort, graph in worker_perf.REPORTS:
+        expected += [f"## perf report --sort {sort} -g {graph}",
+                     f"REPORT report -i {data} --no-children --sort {sort} -g {graph} --stdio"]  # fmt: skip
+    assert lines == expected
