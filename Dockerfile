@@ -18,7 +18,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends curl ca-certifi
 ENV PATH=/root/.cargo/bin:$PATH
 WORKDIR /build
 COPY native native
-RUN pip wheel --no-deps -w /wheels ./native
+RUN sh native/patched-crates.sh && pip wheel --no-deps -w /wheels ./native
 
 # ---- app: the Python stages, non-root
 FROM python:3.11.11-slim-bookworm AS app

@@ -12,7 +12,9 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The native transform core (Rust, built by maturin into the venv); rebuilt when its sources change.
-$(VENV)/.native: $(VENV)/.installed native/Cargo.toml native/pyproject.toml native/llmpipe_native.pyi $(wildcard native/src/*.rs)
+$(VENV)/.native: $(VENV)/.installed native/Cargo.toml native/pyproject.toml native/llmpipe_native.pyi $(wildcard native/src/*.rs) \
+		native/patched-crates.sh $(wildcard native/patches/*/*.patch)
+	sh native/patched-crates.sh
 	$(PY) -m pip install -q ./native
 	touch $@
 
@@ -36,6 +38,7 @@ test: env jars deploy-tools lint test-native
 
 # The native core's own unit tests (JSON reader, number spelling, created, content rules).
 test-native:
+	sh native/patched-crates.sh
 	cargo test -q --release --manifest-path native/Cargo.toml
 
 test-unit: env deploy-tools
@@ -53,4 +56,4 @@ stack-down: env
 	$(PY) -m stack down
 
 clean:
-	rm -rf $(VENV) .stack .pytest_cache .mypy_cache .ruff_cache native/target
+	rm -rf $(VENV) .stack .pytest_cache .mypy_cache .ruff_cache native/target native/vendor

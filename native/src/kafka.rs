@@ -26,6 +26,16 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 /// Log lines kept between two calls; older ones are counted, not kept.
 const LOG_LINES: usize = 1000;
 
+/// Info, or Debug where the configuration names `debug` contexts: librdkafka writes their lines at
+/// level 7, which the Info level would drop.
+pub(crate) fn log_level(config: &ClientConfig) -> RDKafkaLogLevel {
+    if config.get("debug").is_some_and(|contexts| !contexts.is_empty()) {
+        RDKafkaLogLevel::Debug
+    } else {
+        RDKafkaLogLevel::Info
+    }
+}
+
 /// What librdkafka reports from its own threads, kept for the thread that calls in.
 #[derive(Default)]
 struct Reports {
@@ -255,7 +265,7 @@ impl KafkaReader {
         for (key, value) in config.iter() {
             client.set(key.extract::<String>()?, value.str()?.to_string());
         }
-        client.set_log_level(RDKafkaLogLevel::Info);
+        client.set_log_level(log_level(&client));
         let context = ReaderContext { on_rebalance, reports: Reported::default() };
         let consumer: BaseConsumer<ReaderContext> =
             client.create_with_context(context).map_err(|e| PyValueError::new_err(format!("consumer: {e}")))?;
@@ -417,5 +427,20 @@ impl KafkaReader {
     fn raise_fatal(&self) -> PyResult<()> {
         let fatal = self.consumer.context().reports.fatal();
         fatal.map_or(Ok(()), |text| Err(PyRuntimeError::new_err(format!("fatal consumer error: {text}"))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_contexts_raise_the_log_level_to_debug() {
+        let mut config = ClientConfig::new();
+        assert_eq!(log_level(&config) as i32, RDKafkaLogLevel::Info as i32);
+        config.set("debug", "");
+        assert_eq!(log_level(&config) as i32, RDKafkaLogLevel::Info as i32);
+        config.set("debug", "protocol,msg");
+        assert_eq!(log_level(&config) as i32, RDKafkaLogLevel::Debug as i32);
     }
 }

@@ -30,7 +30,7 @@ use rdkafka::ClientContext;
 use rdkafka_sys as rdsys;
 use rdkafka_sys::rd_kafka_vtype_t::*;
 
-use crate::kafka::{partition_list, timeout, Reported};
+use crate::kafka::{log_level, partition_list, timeout, Reported};
 use crate::packed::{check_ends, span};
 use crate::py::view;
 
@@ -237,7 +237,7 @@ impl KafkaWriter {
         for (key, value) in config.iter() {
             client.set(key.extract::<String>()?, value.str()?.to_string());
         }
-        client.set_log_level(RDKafkaLogLevel::Info);
+        client.set_log_level(log_level(&client));
         let context = WriterContext {
             reports: Reported::default(),
             delivered: AtomicU64::new(0),
