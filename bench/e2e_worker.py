@@ -17,6 +17,8 @@ Not a test: the figures depend on the host, the broker and their neighbours.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -318,9 +320,23 @@ def common_result(
         "kafka_reader": args.kafka_reader or None, "kafka_writer": args.kafka_writer or None,
         "worker_tree": args.worker_tree or None,
         "worker_revision": _revision(args.worker_tree or "."),
+        "native_library": native_library(),
         "exit_codes": codes, "per_worker": per_worker, "check": check,
         "exactly_once": check["missing"] == 0 and check["duplicates"] == 0 and check["unexpected"] == 0,
     }  # fmt: skip
+
+
+def native_library() -> dict[str, str] | None:
+    """The native core the workers load (they inherit this process's path): its file and a checksum.
+
+    Two builds of one commit differ only here, e.g. one against patched librdkafka and one without.
+    None where it is not installed.
+    """
+    spec = importlib.util.find_spec("llmpipe_native")
+    for directory in (spec.submodule_search_locations or []) if spec else []:
+        for library in sorted(Path(directory).glob("llmpipe_native*.so")):
+            return {"path": str(library), "sha256": hashlib.sha256(library.read_bytes()).hexdigest()[:16]}
+    return None
 
 
 def _revision(tree: str) -> str | None:
@@ -601,7 +617,7 @@ def cost_ratios(base: dict[str, Any], new: dict[str, Any]) -> dict[str, float]:
     keys = {"rate_ratio": "records_per_s", "workers_cpu_ratio": "workers_cpu_us_per_record",
             "broker_cpu_ratio": "broker_cpu_us_per_record"}  # fmt: skip
     ratios = {name: round(new[key] / base[key], 3) for name, key in keys.items() if new.get(key) and base.get(key)}
-    compared = (*COST_PAIRS, "consumer_config", "producer_config", "worker_revision")
+    compared = (*COST_PAIRS, "consumer_config", "producer_config", "worker_revision", "native_library")
     changed = [k for k in compared if new.get(k) != base.get(k)]
     print(", ".join(f"{k} {new[k]} / {base[k]}" for k in changed) + f": {ratios}")
     return ratios

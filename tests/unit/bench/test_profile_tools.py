@@ -4,7 +4,9 @@ when the broker runs take the raw topic's end offsets; the revision a result nam
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +144,20 @@ def test_the_perf_report_holds_each_section_in_order(tmp_path: Path) -> None:
         expected += [f"## perf report --sort {sort} -g {graph}",
                      f"REPORT report -i {data} --no-children --sort {sort} -g {graph} --stdio"]  # fmt: skip
     assert lines == expected
+
+
+def test_a_result_names_the_native_library_the_workers_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its path and a checksum of its bytes, so two builds of one commit tell apart; None when absent."""
+    package = tmp_path / "llmpipe_native"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    library = package / "llmpipe_native.abi3.so"
+    library.write_bytes(b"one build")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "llmpipe_native", raising=False)
+    expected = hashlib.sha256(b"one build").hexdigest()[:16]
+    assert e2e_worker.native_library() == {"path": str(library), "sha256": expected}
+    library.write_bytes(b"another build")
+    assert e2e_worker.native_library()["sha256"] != expected  # type: ignore[index]
+    library.unlink()
+    assert e2e_worker.native_library() is None
