@@ -1,17 +1,20 @@
 """The transaction step: one Kafka transaction per batch, carrying its typed rows, dead letters and offsets.
 
 The consumed offsets are added to the transaction (``send_offsets_to_transaction``), so after a crash
-at any point the committed view holds each raw record exactly once in typed + DLQ. The commit itself
+at any point the committed view holds each raw record exactly once in typed + DLQ. Adding them (two
+round trips, to the transaction and the group coordinators) and the commit itself
 (``commit_transaction``: waiting for the records' delivery and the broker's end of the transaction)
-runs on the committer thread while the loop collects the next batch; the next transaction begins
-only once it is done. Its offsets were added before, so the commit only completes what is already
-decided. When it fails, the batch collected meanwhile is dropped and the consumer rewinds to the
-committed offsets: both batches are read again.
+run on the committer thread while the loop collects the next batch; the next transaction begins
+only once both are done. The offsets are taken on the loop's thread when the batch is handed over,
+so the committer only completes what is already decided. When either call fails, the batch
+collected meanwhile is dropped and the consumer rewinds to the committed offsets: both batches are
+read again.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from gpu_stage import metrics
 from gpu_stage.transform.api import StreamBackend
@@ -65,22 +68,31 @@ class Committing(Recovery, ChunkedParse, Reporting):
     def _transact(self, records: Consumed, batch: RawBatch | PackedBatch, started: float) -> InFlight:
         """Parse and produce one batch, add its offsets and hand its commit to the committer thread."""
         self._refresh_stale_producer()
-        outcome = self._transact_unguarded(records, batch)
+        outcome = self._transact_unguarded(batch)
         steps, producer = self._steps, self.producer
-        committed = self._calls.submit(lambda: self._commit(producer, steps))
+        # Taken here, on the loop's thread: the consumer is this thread's alone (its calls are not
+        # made while another runs), and its position is the batch's end only until the next collect.
+        commit_offsets, group = self._commit_offsets(records), self.consumer.group_metadata()
+        committed = self._calls.submit(lambda: self._commit(producer, steps, commit_offsets, group))
         return InFlight(records, outcome, started, steps, committed)
 
     @staticmethod
-    def _commit(producer: TxnProducer, steps: dict[str, float]) -> tuple[float, float]:
-        """The committer thread's part: commit the transaction."""
+    def _commit(producer: TxnProducer, steps: dict[str, float], commit_offsets: TopicPartitions,
+                group: Any) -> tuple[float, float]:  # fmt: skip
+        """The committer thread's part: add the batch's offsets to the transaction, then commit it.
+
+        Both are round trips to the coordinators; here they overlap the next batch's collection
+        instead of holding up the loop.
+        """
         started = time.perf_counter()
+        producer.send_offsets(commit_offsets, group)
         producer.commit()
         steps["commit"] += time.perf_counter() - started
         metrics.COMMIT_SECONDS.observe(steps["commit"])
         return time.time(), time.process_time()
 
-    def _transact_unguarded(self, records: Consumed, batch: RawBatch | PackedBatch) -> Outcome:
-        """Begin, parse and produce the batch, then add its consumer offsets to the transaction."""
+    def _transact_unguarded(self, batch: RawBatch | PackedBatch) -> Outcome:
+        """Begin the transaction, parse and produce the batch, and produce its dead letters."""
         producer = self.producer
         producer.begin()
         try:
@@ -95,11 +107,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         for bad in outcome.bad:
             partition = bad.partition if by_source and bad.partition is not None else ANY_PARTITION
             producer.produce(dlq, bad.raw, bad.key, bad.headers(), partition)
-        commit_started = time.perf_counter()
-        self._steps["produce"] += commit_started - produce_started
-        commit_offsets, group = self._commit_offsets(records), self.consumer.group_metadata()
-        self._call(lambda: producer.send_offsets(commit_offsets, group), "send_offsets")
-        self._steps["commit"] = time.perf_counter() - commit_started
+        self._steps["produce"] += time.perf_counter() - produce_started
         return outcome
 
     def _commit_offsets(self, records: Consumed) -> TopicPartitions:

@@ -67,7 +67,8 @@ class FakeProducer:
 
     def __init__(self, journal: Journal, log: Log, fail_commits: dict[int, type[Exception]]) -> None:
         self.journal, self.log, self.fail_commits = journal, log, fail_commits
-        self.commits = 0
+        self.fail_offsets: set[int] = set()
+        self.commits = self.offsets_calls = 0
         self._keys: list[bytes] = []
         self._offset: int | None = None
 
@@ -87,6 +88,11 @@ class FakeProducer:
 
     def send_offsets(self, offsets: list[TopicPartition], group_metadata: Any) -> None:
         del group_metadata
+        self.offsets_calls += 1
+        self.journal.note("offsets", int(threading.current_thread() is threading.main_thread()))
+        if self.offsets_calls in self.fail_offsets:
+            msg = f"send_offsets {self.offsets_calls} failed"
+            raise TxnAbortable(msg)
         (tp,) = offsets
         self._offset = tp.offset
 
@@ -192,6 +198,7 @@ def _run(
     *,
     overlap: bool,
     fail_commits: dict[int, type[Exception]] | None = None,
+    fail_offsets: set[int] | None = None,
     revoke_at_call: int | None = None,
     per_call: int = 200,
     call_s: float = 0.0,
@@ -201,7 +208,7 @@ def _run(
     consumer = ScriptedConsumer(journal, log, records, per_call, call_s)
     consumer.revoke_at_call = revoke_at_call
     failures = dict(fail_commits or {})
-    producers = iter(lambda: FakeProducer(journal, log, failures), None)
+    producers = iter(lambda: _producer(journal, log, failures, fail_offsets or set()), None)
     settings = WorkerSettings(
         kafka=KafkaSettings(), raw_topic=TOPIC, batch_records=200, batch_wait_ms=batch_wait_ms,
         commit_overlap=overlap, parse_chunk_records=0, kernel_cache=None, kafka_reader="objects",
@@ -210,6 +217,12 @@ def _run(
     worker = ScriptedWorker(settings, consumer, producers)
     assert worker.run() == 0
     return worker, journal, log, records
+
+
+def _producer(journal: Journal, log: Log, failures: dict[int, type[Exception]], fail_offsets: set[int]) -> FakeProducer:
+    producer = FakeProducer(journal, log, failures)
+    producer.fail_offsets = fail_offsets
+    return producer
 
 
 def _spans(journal: Journal, first: str) -> list[tuple[int, int]]:
@@ -272,6 +285,28 @@ def test_a_failed_commit_drops_the_batch_collected_meanwhile_and_both_are_read_a
     assert ("rewind", 200) in after  # back to the end of the first batch, the last committed
     if failure is TxnAbortable:
         assert after[1:3] == [("abort", 0), ("rewind", 200)]
+
+
+def test_offsets_are_added_on_the_committer_thread_right_before_the_commit() -> None:
+    """Adding the offsets is two round trips to the coordinators: they overlap the next collection."""
+    _, journal, log, records = _run(overlap=True)
+    _assert_each_key_once(log, records)
+    names = journal.names()
+    assert names.count("offsets") == 5
+    assert all(names[i + 1] == "commit_start" for i, name in enumerate(names) if name == "offsets")
+    assert [on_main for name, on_main in journal.events if name == "offsets"] == [0] * 5
+
+
+def test_failing_to_add_the_offsets_reads_the_batch_and_the_next_one_again() -> None:
+    worker, journal, log, records = _run(overlap=True, fail_offsets={2})
+    _assert_each_key_once(log, records)
+    assert worker.totals.aborts == 1
+    assert worker.totals.batches == 5
+    failed_at = journal.names().index("offsets", journal.names().index("offsets") + 1)
+    after = journal.events[failed_at:]
+    assert ("commit_start", 2) not in after[:2]  # the commit of a transaction without its offsets never runs
+    assert ("abort", 0) in after
+    assert ("rewind", 200) in after  # back to the end of the first batch, the last committed
 
 
 def test_a_revocation_waits_for_the_commit_in_flight() -> None:
