@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from concurrent import futures
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -23,23 +24,48 @@ from gpu_stage.worker.wire import typed_values
 from llmpipe.kafka_io import PackedKeys, PackedWriter
 
 
+@dataclass
+class Parsing:
+    """A batch whose parse has begun: its chunks, and the first chunk's parse on the parse thread."""
+
+    batch: RawBatch | PackedBatch
+    chunks: list[RawBatch | PackedBatch]
+    first: futures.Future[ParseResult]
+
+    def stop(self) -> None:
+        """Cancel the first chunk's parse, or wait for its end: nothing of the batch runs on."""
+        self.first.cancel()
+        futures.wait([self.first])
+
+
 class ChunkedParse(WorkerState):
     """The parse and produce step of a transaction: typed rows enqueued, dead letters gathered."""
 
-    def _parse_and_produce(self, batch: RawBatch | PackedBatch) -> Outcome:
+    def _chunks(self, batch: RawBatch | PackedBatch) -> list[RawBatch | PackedBatch]:
+        return [batch.slice(*bounds) for bounds in batch.chunks(self.settings.parse_chunk_records)]
+
+    def _begin_parse(self, batch: RawBatch | PackedBatch) -> Parsing:
+        """Start parsing ``batch``'s first chunk on the parse thread (no transaction needed for that)."""
+        chunks = self._chunks(batch)
+        return Parsing(batch, chunks, self._parser.submit(self._timed_parse, chunks[0]))
+
+    def _parse_and_produce(self, batch: RawBatch | PackedBatch, parsing: Parsing | None = None) -> Outcome:
         """Parse the batch chunk by chunk on the parse thread, enqueueing each chunk's rows meanwhile.
 
         The backends do their work without the GIL (the native core, the device lane's packing and
         kernels), so chunk k+1 is parsed while this thread hands chunk k's rows to librdkafka: a
         batch takes about the longer of the two instead of their sum. Rows keep the batch order. A
-        batch of one chunk (``--parse-chunk-records 0``) is parsed on this thread.
+        batch of one chunk (``--parse-chunk-records 0``) is parsed on this thread, unless its parse
+        began already (``parsing``: while the previous batch committed).
         """
-        chunks = [batch.slice(*bounds) for bounds in batch.chunks(self.settings.parse_chunk_records)]
         outcome = Outcome()
-        if len(chunks) == 1:  # nothing to overlap: parse on this thread
-            self._produce_chunk(self._timed_parse(batch), batch, outcome)
-            return outcome
-        pending = self._parser.submit(self._timed_parse, chunks[0])
+        if parsing is None:
+            chunks = self._chunks(batch)
+            if len(chunks) == 1:  # nothing to overlap: parse on this thread
+                self._produce_chunk(self._timed_parse(batch), batch, outcome)
+                return outcome
+            parsing = Parsing(batch, chunks, self._parser.submit(self._timed_parse, chunks[0]))
+        chunks, pending = parsing.chunks, parsing.first
         try:
             for k, chunk in enumerate(chunks):
                 result = pending.result()

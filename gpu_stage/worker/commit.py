@@ -14,14 +14,18 @@ read again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from gpu_stage import metrics
 from gpu_stage.transform.api import StreamBackend
 from gpu_stage.transform.batch import RawBatch
 from gpu_stage.transform.packed import PackedBatch
 from gpu_stage.worker.batches import to_batch
-from gpu_stage.worker.chunks import ChunkedParse
+from gpu_stage.worker.chunks import ChunkedParse, Parsing
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.recovery import Recovery
 from gpu_stage.worker.report import Reporting
@@ -34,15 +38,30 @@ from llmpipe.kafka_io import ANY_PARTITION, TopicPartitions, offsets
 class Committing(Recovery, ChunkedParse, Reporting):
     """Runs a batch's transaction up to its commit, and settles the commit in flight."""
 
-    def _process(self, records: Consumed) -> None:
+    def _parse_ahead(self, records: Consumed) -> Parsing | None:
+        """Begin parsing the collected batch while the previous one still commits; None when none does.
+
+        Only producing needs the batch's own transaction, which cannot begin before that commit
+        ends: the parse of its first chunk need not wait (when the commit fails, the parse is
+        dropped with the batch). Starts the batch's steps, since the parse thread counts into them.
+        """
+        self._steps = dict.fromkeys(STAGES, 0.0)
+        if not records or self._in_flight is None:
+            return None
+        return self._begin_parse(to_batch(records, self._allocator()))
+
+    def _allocator(self) -> Callable[[int], npt.NDArray[np.uint8]] | None:
+        """The backend's input buffers, where it reads a batch in place."""
+        return self.backend.input_buffer if isinstance(self.backend, StreamBackend) else None
+
+    def _process(self, records: Consumed, parsing: Parsing | None = None) -> None:
         """Run the batch's transaction up to its commit, which goes on on the committer thread."""
         started = time.time()
-        self._steps = dict.fromkeys(STAGES, 0.0)
         self._steps["collect"] = self._collect_s
         self._steps["starved"] = self._starved_s
         self._watchdog.arm()
-        allocate = self.backend.input_buffer if isinstance(self.backend, StreamBackend) else None
-        self._in_flight = self._or_recover(lambda: self._transact(records, to_batch(records, allocate), started))
+        batch = parsing.batch if parsing is not None else to_batch(records, self._allocator())
+        self._in_flight = self._or_recover(lambda: self._transact(records, batch, started, parsing))
         if self._in_flight is not None and not self.settings.commit_overlap:
             self._settle()
 
@@ -65,10 +84,16 @@ class Committing(Recovery, ChunkedParse, Reporting):
         self._watchdog.disarm()
         return True
 
-    def _transact(self, records: Consumed, batch: RawBatch | PackedBatch, started: float) -> InFlight:
-        """Parse and produce one batch, add its offsets and hand its commit to the committer thread."""
-        self._refresh_stale_producer()
-        outcome = self._transact_unguarded(batch)
+    def _transact(self, records: Consumed, batch: RawBatch | PackedBatch, started: float,
+                  parsing: Parsing | None) -> InFlight:  # fmt: skip
+        """Parse and produce one batch and hand its offsets and commit to the committer thread."""
+        try:
+            self._refresh_stale_producer()
+            outcome = self._transact_unguarded(batch, parsing)
+        except BaseException:
+            if parsing is not None:
+                parsing.stop()  # failed before its parse was waited for: nothing runs on
+            raise
         steps, producer = self._steps, self.producer
         # Taken here, on the loop's thread: the consumer is this thread's alone (its calls are not
         # made while another runs), and its position is the batch's end only until the next collect.
@@ -91,12 +116,12 @@ class Committing(Recovery, ChunkedParse, Reporting):
         metrics.COMMIT_SECONDS.observe(steps["commit"])
         return time.time(), time.process_time()
 
-    def _transact_unguarded(self, batch: RawBatch | PackedBatch) -> Outcome:
+    def _transact_unguarded(self, batch: RawBatch | PackedBatch, parsing: Parsing | None) -> Outcome:
         """Begin the transaction, parse and produce the batch, and produce its dead letters."""
         producer = self.producer
         producer.begin()
         try:
-            outcome = self._parse_and_produce(batch)
+            outcome = self._parse_and_produce(batch, parsing)
             check_bad(outcome.bad, len(batch), self.settings)
         except ParseError:
             producer.abort()  # rows of earlier chunks are in the transaction: they never become visible

@@ -76,12 +76,15 @@ class Worker(Committing, Collecting):
             while not self.stopping:
                 collect_started = time.perf_counter()
                 records = self._collect()
+                self._collect_s = time.perf_counter() - collect_started
                 self._notice_outage()
+                parsing = self._parse_ahead(records)
                 if not self._settle():
+                    if parsing is not None:
+                        parsing.stop()
                     continue  # the previous commit failed: rewound, so these records are read again
                 if records:
-                    self._collect_s = time.perf_counter() - collect_started
-                    self._process(records)
+                    self._process(records, parsing)
                     idle_since = time.monotonic()
                 else:
                     self._watchdog.disarm()  # nothing to commit: nothing can hang

@@ -182,6 +182,10 @@ class ScriptedWorker(Worker):
     def _new_consumer(self) -> Any:
         return self._consumer
 
+    def _parse(self, batch: Any) -> Any:
+        self._consumer.journal.note("parse")
+        return super()._parse(batch)
+
     def _new_producer(self) -> Any:
         return next(self._producers)
 
@@ -258,6 +262,16 @@ def test_with_overlap_the_next_batch_is_collected_while_the_previous_commits() -
 def test_without_overlap_nothing_is_collected_during_a_commit() -> None:
     _, journal, _, _ = _run(overlap=False)
     assert not any("consume" in journal.names()[start:end] for start, end in _spans(journal, "begin"))
+    assert not any("parse" in journal.names()[start:end] for start, end in _spans(journal, "commit_start"))
+
+
+def test_with_overlap_the_next_batch_is_parsed_while_the_previous_commits() -> None:
+    # Producing needs the batch's own transaction; parsing does not, so it begins before the commit ends.
+    _, journal, log, records = _run(overlap=True)
+    _assert_each_key_once(log, records)
+    parsed_during_commit = ["parse" in journal.names()[start:end] for start, end in _spans(journal, "commit_start")]
+    assert parsed_during_commit == [True] * 4 + [False]  # the last commit has no batch after it
+    assert journal.names().count("parse") == 5  # one parse per batch: none done twice
 
 
 def test_with_overlap_a_batch_below_its_limits_stays_open_until_the_commit_ends() -> None:
