@@ -35,7 +35,7 @@ from typing import Any
 
 from bench import corpora, gc_log, worker_perf
 from bench.e2e_summary import cpu_figures, mean_backend_stages, mean_steps, summaries
-from bench.machine import CpuWindow, unwritten_mb, write_back
+from bench.machine import CpuWindow, gpu_name, unwritten_mb, write_back
 from gpu_stage import synth
 from gpu_stage.transform.api import DEVICE_WAITS, LANE_ORDERS
 from llmpipe import headers as h
@@ -306,6 +306,7 @@ def common_result(
     """The result fields every end-to-end run reports: host, setup, exit codes, workers, key check."""
     return {
         "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+        "gpu": gpu_name() if args.backend == "gpu" else None,
         "backend": args.backend, "workers": args.workers, "partitions": args.partitions,
         "records": args.records, "batch_records": args.batch_records, "batch_wait_ms": args.batch_wait_ms,
         "commit_overlap": args.commit_overlap, "compression": args.compression, "partition_by": args.partition_by,

@@ -249,3 +249,17 @@ def test_the_result_keeps_the_lane_settings_the_workers_take_from_the_environmen
     result = e2e_worker.common_result(p.parse_args([]), [0], [], check)
     assert result["lane_env"] == {"GPU_STAGE_LANE_REGISTERS": "96"}
     assert "secret" not in str(result)
+
+
+def test_a_gpu_run_names_the_gpu_it_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host's name says nothing of its GPU; a ``--backend gpu`` result carries ``nvidia-smi``'s line."""
+    import argparse
+
+    from bench import e2e_worker
+
+    p = argparse.ArgumentParser()
+    e2e_worker.add_run_options(p, records=10, batch_records=5, batch_wait_ms=1)
+    monkeypatch.setattr(e2e_worker, "gpu_name", lambda: "NVIDIA H200, 143771 MiB, 580.159.04")
+    check = {"missing": 0, "duplicates": 0, "unexpected": 0}
+    assert e2e_worker.common_result(p.parse_args(["--backend", "gpu"]), [0], [], check)["gpu"].startswith("NVIDIA H200")
+    assert e2e_worker.common_result(p.parse_args(["--backend", "cpu"]), [0], [], check)["gpu"] is None
