@@ -219,7 +219,7 @@ def parser() -> argparse.ArgumentParser:
         "GPU_STAGE_COMMIT_OVERLAP",
         default="on" if _default("commit_overlap") else "off",
         choices=["on", "off"],
-        help="collect the next batch while the previous transaction commits (off: one batch at a time)",
+        help="collect and start parsing the next batch while the previous one commits (off: one batch at a time)",
     )
     env_option(
         w,
