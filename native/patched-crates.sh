@@ -11,10 +11,17 @@ version=4.10.0+2.12.1
 sha256=e234cf318915c1059d4921ef7f75616b5219b10b46e9f3a511a15eb4b56a3f77
 dest="$here/vendor/$name"
 patches="$here/patches/$name"
+need() {
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "$tool is required to patch the $name crate" >&2; exit 1; }
+    done
+}
+need sha256sum
 want="$version $(cat "$patches"/*.patch | sha256sum | cut -d' ' -f1)"
 if [ -f "$dest/.patched" ] && [ "$(cat "$dest/.patched")" = "$want" ]; then
     exit 0
 fi
+need patch tar
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 crate=$(ls "${CARGO_HOME:-$HOME/.cargo}"/registry/cache/*/"$name-$version.crate" 2>/dev/null | head -n 1 || true)
