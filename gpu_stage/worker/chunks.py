@@ -23,13 +23,16 @@ from gpu_stage.worker.state import Outcome, WorkerState
 from gpu_stage.worker.wire import typed_values
 from llmpipe.kafka_io import PackedKeys, PackedWriter
 
+Batch = RawBatch | PackedBatch
+"""A batch or a chunk of one, as objects or packed."""
+
 
 @dataclass
 class Parsing:
     """A batch whose parse has begun: its chunks, and the first chunk's parse on the parse thread."""
 
-    batch: RawBatch | PackedBatch
-    chunks: list[RawBatch | PackedBatch]
+    batch: Batch
+    chunks: list[Batch]
     first: futures.Future[ParseResult]
 
     def stop(self) -> None:
@@ -41,12 +44,12 @@ class Parsing:
 class ChunkedParse(WorkerState):
     """The parse and produce step of a transaction: typed rows enqueued, dead letters gathered."""
 
-    def _chunks(self, batch: RawBatch | PackedBatch) -> list[RawBatch | PackedBatch]:
+    def _chunks(self, batch: Batch) -> list[Batch]:
         return [batch.slice(*bounds) for bounds in batch.chunks(self.settings.parse_chunk_records)]
 
-    def _begin_parse(self, batch: RawBatch | PackedBatch) -> Parsing:
+    def _begin_parse(self, batch: Batch, chunks: list[Batch] | None = None) -> Parsing:
         """Start parsing ``batch``'s first chunk on the parse thread (no transaction needed for that)."""
-        chunks = self._chunks(batch)
+        chunks = chunks or self._chunks(batch)
         return Parsing(batch, chunks, self._parser.submit(self._timed_parse, chunks[0]))
 
     def _parse_and_produce(self, batch: RawBatch | PackedBatch, parsing: Parsing | None = None) -> Outcome:
@@ -64,7 +67,7 @@ class ChunkedParse(WorkerState):
             if len(chunks) == 1:  # nothing to overlap: parse on this thread
                 self._produce_chunk(self._timed_parse(batch), batch, outcome)
                 return outcome
-            parsing = Parsing(batch, chunks, self._parser.submit(self._timed_parse, chunks[0]))
+            parsing = self._begin_parse(batch, chunks)
         chunks, pending = parsing.chunks, parsing.first
         try:
             for k, chunk in enumerate(chunks):
