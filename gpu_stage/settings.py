@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpu_stage.transform.api import (
+    DEFAULT_POOL_BYTES,
     DEVICE_WAITS,
     LANE_ORDERS,
     LANE_REGISTERS,
@@ -81,7 +82,7 @@ class WorkerSettings:
     on_bad: BadPolicy = "dlq"
     max_bad_ratio: float = 0.95
     min_batch_for_ratio: int = 100
-    gpu_pool_bytes: int = 2 << 30
+    gpu_pool_bytes: int = DEFAULT_POOL_BYTES
     kernel_cache: Path | None = field(default_factory=default_kernel_cache)
     native_threads: int | None = None
     gpu_min_batch: int = 2_000

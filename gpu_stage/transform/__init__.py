@@ -18,6 +18,7 @@ Every implementation is tested byte for byte against the reference on the shared
 """
 
 from gpu_stage.transform.api import (
+    DEFAULT_POOL_BYTES,
     DEVICE_WAITS,
     LANE_ORDERS,
     Backend,
@@ -29,7 +30,6 @@ from gpu_stage.transform.api import (
 from gpu_stage.transform.backends import CHOICES, Choice, by_name, choose, gpu_unusable_reason
 from gpu_stage.transform.batch import EncodedRows, ParseResult, RawBatch
 from gpu_stage.transform.contract.reference import ROW_LAYOUT, ReferenceBackend
-from gpu_stage.transform.cudf.device import DEFAULT_POOL_BYTES
 from gpu_stage.transform.native import NativeBackend
 from gpu_stage.transform.packed import PackedBatch
 

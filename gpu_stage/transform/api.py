@@ -22,6 +22,8 @@ STAGE = "gpu_stage"
 POLL_S = 0.0002
 """``device_wait="poll"``'s sleep between two questions to the device: a batch's pass takes milliseconds."""
 DEFAULT_MAX_RECORD_BYTES = 1 << 20
+DEFAULT_POOL_BYTES = 2 << 30
+"""The GPU memory pool's cap by default, the worker's ``--gpu-pool-bytes`` too (vLLM keeps the rest of the card)."""
 LaneOrder = Literal["arrival", "length", "balanced", "warp"]
 LANE_ORDERS: tuple[LaneOrder, ...] = ("arrival", "length", "balanced", "warp")
 """The device lane's thread orders (:attr:`TransformSettings.lane_order`)."""

@@ -18,10 +18,9 @@ import numpy as np
 import numpy.typing as npt
 
 from gpu_stage import synth
-from gpu_stage.transform.api import TransformSettings
+from gpu_stage.transform.api import DEFAULT_POOL_BYTES, TransformSettings
 from gpu_stage.transform.batch import ParseResult, RawBatch
 from gpu_stage.transform.cudf import device
-from gpu_stage.transform.cudf.device import DEFAULT_POOL_BYTES
 from gpu_stage.transform.cudf.path import CudfPath
 from gpu_stage.transform.device.lane import LaneTransform
 from gpu_stage.transform.packed import PackedBatch

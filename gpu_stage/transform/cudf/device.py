@@ -16,7 +16,6 @@ from llmpipe.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POOL_BYTES = 4 << 30
 _POOL_STEP = 256
 
 
