@@ -255,7 +255,7 @@ def content_object(
             if closed_schema and extra_at < 0:
                 extra_at = key
                 extra_end = end - 1
-            q = skip_value(sc, q, e, True)
+            q = skip_value(sc, sc[:0], q, e, True)
         else:
             if (seen >> j) & 1:
                 return -1

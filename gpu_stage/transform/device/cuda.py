@@ -418,7 +418,8 @@ class CudaExecutor(Executor):
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)
         threads = self.measure_threads
-        args = (values, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
+        marks = self._buffer(k + "marks", values.shape[0], np.int32)
+        args = (values, marks, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
         args += a["records"]
         if self.lane_order == "warp":
             a["order"] = a["classes"] = None

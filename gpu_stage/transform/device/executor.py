@@ -240,7 +240,8 @@ class CpuExecutor(Executor):
         cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
         cd = np.zeros((n, width), dtype=np.float64)
         sizes = np.zeros(n, dtype=np.int64)
-        args = (values, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
+        marks = np.empty(len(values), dtype=np.int32)
+        args = (values, marks, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns

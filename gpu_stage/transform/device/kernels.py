@@ -45,8 +45,8 @@ TARGETS = ("cpu", "cuda", "cpu-warp", "cuda-warp")
 strings read by its 32 threads together (:mod:`gpu_stage.transform.device.warp`); ``cpu-warp``: the same code on
 the CPU, the warp's ballots done lane by lane (what the tests compare)."""
 _SOURCES = (
-    "scan.py", "warp.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py", "rows.py",
-    "order.py",
+    "scan.py", "strings.py", "warp.py", "strict.py", "record.py", "slots.py", "walk.py", "content.py", "emit.py",
+    "rows.py", "order.py",
 )  # fmt: skip
 
 

@@ -46,6 +46,9 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         V_UNKNOWN,
         body_verdict,
     )
+    from gpu_stage.transform.device.strings import (
+        mark_strings,
+    )
     from gpu_stage.transform.device.walk import (
         body,
         error_body,
@@ -64,6 +67,7 @@ lane_step: Any = globals().get("lane_step", _plain)
 @jit
 def measure_row(
     b,
+    marks,
     vends,
     kb,
     kends,
@@ -96,11 +100,13 @@ def measure_row(
     e = vends[r]
     if e - s > max_bytes:
         return NOT_TAKEN
-    if not body(b, s, e, slots, r, b):
+    if marks.shape[0] > 0:
+        mark_strings(b, marks, s, e)
+    if not body(b, marks, s, e, slots, r, b):
         # Tool arguments are decoded in place as they are read: a body walked that far is not read again.
         if slots[r, TOOL_ARGS] >= 0:
             return NOT_TAKEN
-        if error_body(b, s, e):
+        if error_body(b, marks, s, e):
             return UPSTREAM_ERROR
         verdict = body_verdict(b, s, e)
         return NOT_TAKEN if verdict == V_UNKNOWN else UPSTREAM_ERROR - verdict
@@ -160,6 +166,7 @@ def measure_row(
 @kernel
 def measure(
     b,
+    marks,
     vends,
     kb,
     kends,
@@ -193,6 +200,7 @@ def measure(
     while r < sizes.shape[0]:
         sizes[r] = measure_row(
             b,
+            marks,
             vends,
             kb,
             kends,
@@ -226,6 +234,7 @@ def measure(
 @kernel
 def measure_ordered(
     b,
+    marks,
     vends,
     kb,
     kends,
@@ -261,6 +270,7 @@ def measure_ordered(
         r = order[t]
         sizes[r] = measure_row(
             b,
+            marks,
             vends,
             kb,
             kends,

@@ -270,6 +270,25 @@ def scan_string(b, p, e, allow_escapes):
 
 
 @jit
+def string_at(b, t, p, e, allow_escapes):
+    """:func:`scan_string`'s answer for the body's string at ``p``, read from ``t`` when it holds the body's marks.
+
+    ``t`` is :func:`gpu_stage.transform.device.strings.mark_strings`'s array (a string in two
+    entries, no byte of it read here), or empty for text it does not mark (then the bytes are scanned).
+    """
+    if t.shape[0] == 0:
+        return scan_string(b, p, e, allow_escapes)
+    span = t[p]
+    if span < 0:
+        return -1, 0
+    close = p + span
+    mark = int(t[close])
+    if not allow_escapes and mark & 1:
+        return -1, 0
+    return close + 1, mark >> 1
+
+
+@jit
 def copy_string(b, s, e, out, q):
     """Decode the string body ``b[s:e]`` (between its quotes, escapes checked) into ``out[q:]``; new ``q``.
 
@@ -466,12 +485,12 @@ def is_null(b, p, e):
 
 
 @jit
-def member_value(b, p, e, allow_escapes):
+def member_value(b, t, p, e, allow_escapes):
     """After an object's ``{`` or ``,`` (``p``): the position of the next member's value, or -1."""
     p = skip_ws(b, p, e)
     if p >= e or b[p] != QUOTE:
         return -1
-    p, _ = scan_string(b, p, e, allow_escapes)
+    p, _ = string_at(b, t, p, e, allow_escapes)
     if p < 0:
         return -1
     p = skip_ws(b, p, e)
@@ -481,11 +500,11 @@ def member_value(b, p, e, allow_escapes):
 
 
 @jit
-def scalar_end(b, p, e, allow_escapes):
+def scalar_end(b, t, p, e, allow_escapes):
     """End of the string, number or literal at ``p``; -1 when there is none the lane takes."""
     c = b[p]
     if c == QUOTE:
-        end, _ = scan_string(b, p, e, allow_escapes)
+        end, _ = string_at(b, t, p, e, allow_escapes)
         return end
     if c == 45 or 48 <= c <= 57:
         end, kind, _, _ = scan_number(b, p, e)
@@ -495,7 +514,7 @@ def scalar_end(b, p, e, allow_escapes):
 
 
 @jit
-def skip_value(b, p, e, allow_escapes):
+def skip_value(b, t, p, e, allow_escapes):
     """End of the JSON value at ``p`` (whitespace skipped), checked strictly; -1 when not taken.
 
     Iterative, with the open containers as a bit stack (1 object, 0 array), so nesting deeper than
@@ -518,14 +537,14 @@ def skip_value(b, p, e, allow_escapes):
                 return -1
             if b[p] != (RBRACE if c == LBRACE else RBRACK):
                 if c == LBRACE:
-                    p = member_value(b, p, e, allow_escapes)
+                    p = member_value(b, t, p, e, allow_escapes)
                     if p < 0:
                         return -1
                 continue
             depth -= 1
             stack >>= 1
         else:
-            p = scalar_end(b, p, e, allow_escapes)
+            p = scalar_end(b, t, p, e, allow_escapes)
             if p < 0:
                 return -1
             p -= 1
@@ -540,7 +559,7 @@ def skip_value(b, p, e, allow_escapes):
             c = b[p]
             if c == COMMA:
                 if stack & 1:
-                    p = member_value(b, p + 1, e, allow_escapes)
+                    p = member_value(b, t, p + 1, e, allow_escapes)
                     if p < 0:
                         return -1
                 else:
@@ -618,14 +637,14 @@ def open_object(b, p, e):
 
 
 @jit
-def member(b, p, e, names, name_ends, count, seen, unknown_null_only):
+def member(b, t, p, e, names, name_ends, count, seen, unknown_null_only):
     """The member whose key starts at ``p``: ``(key index, position, seen keys)``.
 
     A known key (index in ``names``) gives the position of its value; a repeated one is not taken
     (the last value wins there). An unknown key's value is checked and skipped: index -1 and the
     position after it (with ``unknown_null_only`` the value must be ``null``). Not taken: ``(-2, -1, seen)``.
     """
-    end, length = scan_string(b, p, e, True)
+    end, length = string_at(b, t, p, e, True)
     if end < 0:
         return -2, -1, seen
     index = string_index(b, p, end, length, names, name_ends, count)
@@ -641,4 +660,4 @@ def member(b, p, e, names, name_ends, count, seen, unknown_null_only):
         return index, q, seen | (1 << index)
     if unknown_null_only:
         return (-1, q + 4, seen) if is_null(b, q, e) else (-2, -1, seen)
-    return -1, skip_value(b, q, e, True), seen
+    return -1, skip_value(b, t, q, e, True), seen

@@ -43,6 +43,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         scan_string,
         skip_value,
         skip_ws,
+        string_at,
         string_index,
         trim_end,
     )
@@ -104,10 +105,10 @@ def _plain(fn: Any) -> Any:
 jit: Any = globals().get("jit", _plain)
 
 @jit
-def read_string(b, p, e, slots, r, slot):
+def read_string(b, t, p, e, slots, r, slot):
     """A string-or-null value at ``p`` into a string slot; the end of the value, or -1."""
     if b[p] == QUOTE:
-        end, decoded = scan_string(b, p, e, True)
+        end, decoded = string_at(b, t, p, e, True)
         if end < 0:
             return -1
         slots[r, slot] = p + 1
@@ -134,7 +135,7 @@ def read_int(b, p, e, slots, r, slot, low, high):
 
 
 @jit
-def on_usage(b, p, e, index, slots, r, sc):
+def on_usage(b, t, p, e, index, slots, r, sc):
     """A member of ``usage``: the three token counts and the details object."""
     if index < 3:
         return read_int(b, p, e, slots, r, PROMPT + index, NULL_INT + 1, -(NULL_INT + 1))
@@ -143,7 +144,7 @@ def on_usage(b, p, e, index, slots, r, sc):
     p, closed = open_object(b, p, e)
     seen = 0
     while closed == 0:
-        index, p, seen = member(b, p, e, DETAIL_NAMES, DETAIL_ENDS, 1, seen, False)
+        index, p, seen = member(b, t, p, e, DETAIL_NAMES, DETAIL_ENDS, 1, seen, False)
         if index >= 0:
             p = read_int(b, p, e, slots, r, CACHED, NULL_INT + 1, -(NULL_INT + 1))
         p, closed = next_member(b, p, e)
@@ -277,7 +278,7 @@ def repeated_compact_key(sc, o, w, key, key_end):
                     break
             if same:
                 return True
-        q = skip_value(sc, end + 1, w, True)
+        q = skip_value(sc, sc[:0], end + 1, w, True)
         if q < w and sc[q] == COMMA:
             q += 1
     return False
@@ -362,7 +363,7 @@ def compact_json(sc, p, e):
 
 
 @jit
-def tool_arguments(b, p, e, slots, r, sc):
+def tool_arguments(b, t, p, e, slots, r, sc):
     """``function.arguments``: compact JSON text of an object, or the string as sent; end, or -1.
 
     The string is decoded in place; a text that starts as an object but is not JSON is kept as sent
@@ -372,7 +373,7 @@ def tool_arguments(b, p, e, slots, r, sc):
         slots[r, TOOL_ARGS] = -1
         slots[r, TOOL_VALID] = -1
         return p + 4
-    end = read_string(b, p, e, slots, r, TOOL_ARGS)
+    end = read_string(b, t, p, e, slots, r, TOOL_ARGS)
     if end < 0:
         return -1
     s = slots[r, TOOL_ARGS]
@@ -394,24 +395,24 @@ def tool_arguments(b, p, e, slots, r, sc):
 
 
 @jit
-def on_call(b, p, e, slots, r, sc):
+def on_call(b, t, p, e, slots, r, sc):
     """The first tool call's ``function`` (null or absent: no tool columns)."""
     if is_null(b, p, e):
         return p + 4
     p, closed = open_object(b, p, e)
     seen = 0
     while closed == 0:
-        index, p, seen = member(b, p, e, FUNCTION_NAMES, FUNCTION_ENDS, 2, seen, False)
+        index, p, seen = member(b, t, p, e, FUNCTION_NAMES, FUNCTION_ENDS, 2, seen, False)
         if index == 0:
-            p = read_string(b, p, e, slots, r, TOOL_NAME)
+            p = read_string(b, t, p, e, slots, r, TOOL_NAME)
         elif index == 1:
-            p = tool_arguments(b, p, e, slots, r, sc)
+            p = tool_arguments(b, t, p, e, slots, r, sc)
         p, closed = next_member(b, p, e)
     return p
 
 
 @jit
-def tool_calls(b, p, e, slots, r, sc):
+def tool_calls(b, t, p, e, slots, r, sc):
     """``tool_calls``: null, ``[]``, or calls of which the first fills the tool columns."""
     if is_null(b, p, e):
         return p + 4
@@ -425,9 +426,9 @@ def tool_calls(b, p, e, slots, r, sc):
     q, closed = open_object(b, q, e)
     seen = 0
     while closed == 0:
-        index, q, seen = member(b, q, e, CALL_NAMES, CALL_ENDS, 1, seen, False)
+        index, q, seen = member(b, t, q, e, CALL_NAMES, CALL_ENDS, 1, seen, False)
         if index >= 0:
-            q = on_call(b, q, e, slots, r, sc)
+            q = on_call(b, t, q, e, slots, r, sc)
         q, closed = next_member(b, q, e)
     if q < 0:
         return -1
@@ -437,7 +438,7 @@ def tool_calls(b, p, e, slots, r, sc):
     # The other calls are not columns, but must be valid JSON. They are skipped from here: the first
     # call's arguments were decoded in place, so its text is no longer JSON.
     while q < e and b[q] == COMMA:
-        q = skip_value(b, q + 1, e, True)
+        q = skip_value(b, t, q + 1, e, True)
         if q < 0:
             return -1
         q = skip_ws(b, q, e)
@@ -447,35 +448,35 @@ def tool_calls(b, p, e, slots, r, sc):
 
 
 @jit
-def message(b, p, e, slots, r, sc):
+def message(b, t, p, e, slots, r, sc):
     """The first choice's message (or delta) object: content, reasoning, tool calls; its end, or -1."""
     slots[r, REASONING_CONTENT] = -1
     p, closed = open_object(b, p, e)
     seen = 0
     while closed == 0:
-        index, p, seen = member(b, p, e, MESSAGE_NAMES, MESSAGE_ENDS, 4, seen, False)
+        index, p, seen = member(b, t, p, e, MESSAGE_NAMES, MESSAGE_ENDS, 4, seen, False)
         if index == 0:
-            p = read_string(b, p, e, slots, r, CONTENT)
+            p = read_string(b, t, p, e, slots, r, CONTENT)
         elif index == 1:
-            p = read_string(b, p, e, slots, r, REASONING)
+            p = read_string(b, t, p, e, slots, r, REASONING)
         elif index == 2:
-            p = read_string(b, p, e, slots, r, REASONING_CONTENT)
+            p = read_string(b, t, p, e, slots, r, REASONING_CONTENT)
         elif index == 3:
-            p = tool_calls(b, p, e, slots, r, sc)
+            p = tool_calls(b, t, p, e, slots, r, sc)
         p, closed = next_member(b, p, e)
     return p
 
 
 @jit
-def on_choice(b, p, e, index, slots, r, sc):
+def on_choice(b, t, p, e, index, slots, r, sc):
     """A member of the first choice; message, delta and text are only located here (see :func:`choice`)."""
     if index == 0:
         return read_int(b, p, e, slots, r, INDEX, -2147483648, 2147483647)
     if index == 1:
-        return read_string(b, p, e, slots, r, FINISH)
+        return read_string(b, t, p, e, slots, r, FINISH)
     if index == 5:
         if b[p] == QUOTE:
-            return read_string(b, p, e, slots, r, STOP)
+            return read_string(b, t, p, e, slots, r, STOP)
         if is_null(b, p, e):
             slots[r, STOP] = -1
             return p + 4
@@ -487,7 +488,7 @@ def on_choice(b, p, e, index, slots, r, sc):
         slots[r, STOP + 2] = end - p
         return end
     slots[r, MESSAGE_AT + index - 2] = p
-    return skip_value(b, p, e, True)
+    return skip_value(b, t, p, e, True)
 
 
 @jit
@@ -498,7 +499,7 @@ def forget_text(slots, r):
 
 
 @jit
-def choice(b, p, e, slots, r, sc):
+def choice(b, t, p, e, slots, r, sc):
     """The first choice: its columns, then the content from message, else delta, else text.
 
     A message is read where it stands: nothing after it can take its place, and its content (most
@@ -514,20 +515,20 @@ def choice(b, p, e, slots, r, sc):
     end, closed = open_object(b, p, e)
     seen = 0
     while closed == 0:
-        index, end, seen = member(b, end, e, CHOICE_NAMES, CHOICE_ENDS, 6, seen, False)
+        index, end, seen = member(b, t, end, e, CHOICE_NAMES, CHOICE_ENDS, 6, seen, False)
         if index == 2:
             if text_read:
                 forget_text(slots, r)
                 text_read = False
             slots[r, MESSAGE_AT] = end
-            end = end + 4 if is_null(b, end, e) else message(b, end, e, slots, r, sc)
+            end = end + 4 if is_null(b, end, e) else message(b, t, end, e, slots, r, sc)
         elif index == 4 and slots[r, MESSAGE_AT] < 0 and slots[r, DELTA_AT] < 0:
             slots[r, TEXT_AT] = end
-            q = read_string(b, end, e, slots, r, CONTENT)
+            q = read_string(b, t, end, e, slots, r, CONTENT)
             text_read = q >= 0
-            end = q if text_read else skip_value(b, end, e, True)  # not a string: read (and refused) below
+            end = q if text_read else skip_value(b, t, end, e, True)  # not a string: read (and refused) below
         elif index >= 0:
-            end = on_choice(b, end, e, index, slots, r, sc)
+            end = on_choice(b, t, end, e, index, slots, r, sc)
         end, closed = next_member(b, end, e)
     if end < 0:
         return -1
@@ -537,7 +538,7 @@ def choice(b, p, e, slots, r, sc):
         if holder >= 0 and text_read:
             forget_text(slots, r)
             text_read = False
-        if holder >= 0 and not is_null(b, holder, e) and message(b, holder, e, slots, r, sc) < 0:
+        if holder >= 0 and not is_null(b, holder, e) and message(b, t, holder, e, slots, r, sc) < 0:
             return -1
     if holder >= 0:
         if is_null(b, holder, e):
@@ -547,13 +548,13 @@ def choice(b, p, e, slots, r, sc):
                 slots[r, REASONING + k] = slots[r, REASONING_CONTENT + k]
         return end
     text = slots[r, TEXT_AT]
-    if text >= 0 and not text_read and read_string(b, text, e, slots, r, CONTENT) < 0:
+    if text >= 0 and not text_read and read_string(b, t, text, e, slots, r, CONTENT) < 0:
         return -1
     return end
 
 
 @jit
-def choices(b, p, e, slots, r, sc):
+def choices(b, t, p, e, slots, r, sc):
     """``choices``: an array of at most one choice (more are left to the native core)."""
     if b[p] != LBRACK:
         return -1
@@ -561,7 +562,7 @@ def choices(b, p, e, slots, r, sc):
     if q < e and b[q] == RBRACK:
         slots[r, NUM_CHOICES] = 0
         return q + 1
-    q = choice(b, q, e, slots, r, sc)
+    q = choice(b, t, q, e, slots, r, sc)
     if q < 0:
         return -1
     q = skip_ws(b, q, e)
@@ -572,12 +573,12 @@ def choices(b, p, e, slots, r, sc):
 
 
 @jit
-def on_top(b, p, e, index, slots, r, sc):
+def on_top(b, t, p, e, index, slots, r, sc):
     """A member of the top-level object (index in :data:`TOP_KEYS`)."""
     if index == 0 or index == 1:
         if b[p] != QUOTE:
             return -1
-        return read_string(b, p, e, slots, r, ID if index == 0 else OBJECT)
+        return read_string(b, t, p, e, slots, r, ID if index == 0 else OBJECT)
     if index == 2:
         end, kind, value, _ = scan_number(b, p, e)
         if kind != 1 or value < 0 or value > 9223372036854775:
@@ -585,27 +586,27 @@ def on_top(b, p, e, index, slots, r, sc):
         slots[r, CREATED] = value * 1000
         return end
     if index == 3:
-        return read_string(b, p, e, slots, r, MODEL)
+        return read_string(b, t, p, e, slots, r, MODEL)
     if index == 4:
-        return choices(b, p, e, slots, r, sc)
+        return choices(b, t, p, e, slots, r, sc)
     if index == 5:
         if is_null(b, p, e):
             return p + 4
         p, closed = open_object(b, p, e)
         seen = 0
         while closed == 0:
-            index, p, seen = member(b, p, e, USAGE_NAMES, USAGE_ENDS, 4, seen, False)
+            index, p, seen = member(b, t, p, e, USAGE_NAMES, USAGE_ENDS, 4, seen, False)
             if index >= 0:
-                p = on_usage(b, p, e, index, slots, r, sc)
+                p = on_usage(b, t, p, e, index, slots, r, sc)
             p, closed = next_member(b, p, e)
         return p
     if index == 6:
-        return read_string(b, p, e, slots, r, FINGERPRINT)
+        return read_string(b, t, p, e, slots, r, FINGERPRINT)
     if index == 7:
-        return read_string(b, p, e, slots, r, TIER)
+        return read_string(b, t, p, e, slots, r, TIER)
     if index == 8:
         return p + 4 if is_null(b, p, e) else -1
-    return skip_value(b, p, e, True)
+    return skip_value(b, t, p, e, True)
 
 
 @jit
@@ -623,15 +624,15 @@ def clear_row(slots, r):
 
 
 @jit
-def body(b, s, e, slots, r, sc):
+def body(b, t, s, e, slots, r, sc):
     """Walk one body ``b[s:e]``; True when it is a good row the lane takes."""
     clear_row(slots, r)
     p, closed = open_object(b, skip_ws(b, s, e), e)
     seen = 0
     while closed == 0:
-        index, p, seen = member(b, p, e, TOP_NAMES, TOP_ENDS, 11, seen, True)
+        index, p, seen = member(b, t, p, e, TOP_NAMES, TOP_ENDS, 11, seen, True)
         if index >= 0:
-            p = on_top(b, p, e, index, slots, r, sc)
+            p = on_top(b, t, p, e, index, slots, r, sc)
         p, closed = next_member(b, p, e)
     if p < 0 or skip_ws(b, p, e) != e:
         return False
@@ -655,12 +656,12 @@ def object_kind(b, s, e):
 @jit
 def wrong_type(sc, p, e):
     """A value of the wrong type at ``p``: ``(its end, E_TYPE)`` once it is checked as JSON, else ``(-1, 0)``."""
-    end = skip_value(sc, p, e, True)
+    end = skip_value(sc, sc[:0], p, e, True)
     return (end, E_TYPE) if end >= 0 else (-1, 0)
 
 
 @jit
-def error_body(b, s, e):
+def error_body(b, t, s, e):
     """Whether ``b[s:e]`` is an object of strict JSON that semantics §1 check 4 calls an error body.
 
     ``object`` is ``"error"`` or ``error`` is present and not null. Such a body is an upstream error
@@ -671,21 +672,21 @@ def error_body(b, s, e):
     seen = 0
     error = False
     while closed == 0:
-        index, p, seen = member(b, p, e, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2, seen, False)
+        index, p, seen = member(b, t, p, e, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2, seen, False)
         if index == 0:
-            error = error or is_error_string(b, p, e)
+            error = error or is_error_string(b, t, p, e)
         elif index == 1:
             error = error or not is_null(b, p, e)
         if index >= 0:
-            p = skip_value(b, p, e, True)
+            p = skip_value(b, t, p, e, True)
         p, closed = next_member(b, p, e)
     return p >= 0 and skip_ws(b, p, e) == e and error
 
 
 @jit
-def is_error_string(b, p, e):
+def is_error_string(b, t, p, e):
     """Whether the value at ``p`` is the string ``"error"``, however escaped."""
     if b[p] != QUOTE:
         return False
-    end, length = scan_string(b, p, e, True)
+    end, length = string_at(b, t, p, e, True)
     return end >= 0 and string_index(b, p, end, length, ERROR_BODY_NAMES, ERROR_BODY_ENDS, 2) == 1

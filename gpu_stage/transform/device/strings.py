@@ -1,0 +1,205 @@
+r"""A body's strings found in one pass over its bytes, so that the walk crosses each string in one step.
+
+The walk of :mod:`gpu_stage.transform.device.walk` used to read every string a byte at a time
+(:func:`gpu_stage.transform.device.scan.scan_string`), branching on what each byte is; a warp's 32
+bodies then take 32 paths, and on real-shaped bodies (89 % of whose bytes lie in strings) the device
+issued about two threads' work per warp instruction. :func:`mark_strings` reads the body once, every
+byte with the same few steps whatever it holds (the state of a string, an escape, a ``\u`` escape and
+a UTF-8 sequence carried in integers), so a warp's threads run together through it. It leaves, for
+each string of the body outside any other string, two entries in a position-indexed array ``t``:
+
+* ``t[open]`` (the opening quote): the distance to the closing quote, or -1 when the string is not
+  one :func:`gpu_stage.transform.device.scan.scan_string` takes (a control byte, a bad escape, a lone
+  surrogate, UTF-8 that is not well formed, no closing quote);
+* ``t[close]``: the string's decoded length in UTF-8 bytes times two, plus one when it holds an escape.
+
+:func:`gpu_stage.transform.device.scan.string_at` reads them back: ``scan_string``'s answer for the
+string at a position, without its bytes. Only the walk's own positions are asked: it starts where
+this pass starts and crosses strings by the same rules, so every quote it stands on opens a string
+here too. A walk over text that is not the body's (the decoded content) passes an empty ``t`` and
+scans bytes as before.
+
+Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
+"""
+
+# mypy: disable-error-code="no-untyped-def"
+# ruff: noqa: C901, PLR0915, SIM109
+from __future__ import annotations
+
+from typing import Any
+
+
+def _plain(fn: Any) -> Any:
+    return fn
+
+
+jit: Any = globals().get("jit", _plain)
+
+S_TEXT = 0
+"""In a string's text (the other states are inside an escape)."""
+S_ESCAPE = 1
+"""After a backslash."""
+S_HEX = 2
+"""Among the four hex digits of a ``\\u`` escape (``digits`` says how many are still due)."""
+S_LOW_BSLASH = 3
+"""After a high surrogate: its low surrogate's backslash is due."""
+S_LOW_U = 4
+"""After a high surrogate and a backslash: ``u`` is due."""
+S_LOW_HEX = 5
+"""Among the four hex digits of a low surrogate."""
+
+
+@jit
+def hex_value(c):
+    """The value of hex digit ``c``, or -1."""
+    if 48 <= c <= 57:
+        return c - 48
+    if 97 <= c <= 102:
+        return c - 87
+    if 65 <= c <= 70:
+        return c - 55
+    return -1
+
+
+@jit
+def utf8_lead(c):
+    """A byte above 0x7F that starts a sequence: ``(continuation bytes due, lowest, highest next)``; 0 due: bad."""
+    if c < 0xC2 or c > 0xF4:
+        return 0, 0, 0
+    if c < 0xE0:
+        return 1, 0x80, 0xBF
+    if c < 0xF0:
+        if c == 0xE0:
+            return 2, 0xA0, 0xBF
+        if c == 0xED:
+            return 2, 0x80, 0x9F
+        return 2, 0x80, 0xBF
+    if c == 0xF0:
+        return 3, 0x90, 0xBF
+    if c == 0xF4:
+        return 3, 0x80, 0x8F
+    return 3, 0x80, 0xBF
+
+
+@jit
+def code_width(code):
+    """UTF-8 bytes of code point ``code`` (below U+10000 here: pairs are counted apart)."""
+    if code < 0x80:
+        return 1
+    return 2 if code < 0x800 else 3
+
+
+@jit
+def mark_strings(b, t, s, e):
+    """Mark every string of the body ``b[s:e]`` in ``t`` (see the module's docstring); the number of strings.
+
+    Outside strings a byte only opens one; inside, each byte moves the string's state by a few
+    integer steps. A string found bad stays bad up to its closing quote (where the lexing may then
+    differ from a byte walk's, which stops there: no walk goes past a string it refuses).
+    """
+    in_string = False
+    opened = s
+    state = S_TEXT
+    digits = 0
+    code = 0
+    due = 0  # UTF-8 continuation bytes still due
+    low = 0x80
+    high = 0xBF
+    length = 0
+    escaped = 0
+    bad = False
+    strings = 0
+    for p in range(s, e):
+        c = int(b[p])
+        if not in_string:
+            if c == 34:
+                in_string = True
+                opened = p
+                state = S_TEXT
+                due = 0
+                length = 0
+                escaped = 0
+                bad = False
+            continue
+        if state == S_TEXT:
+            if due > 0:
+                if low <= c <= high:
+                    due -= 1
+                    low = 0x80
+                    high = 0xBF
+                    length += 1
+                else:
+                    bad = True
+                    due = 0
+                    if c == 34:
+                        in_string = False
+                        t[opened] = -1
+                        strings += 1
+            elif c == 34:
+                in_string = False
+                t[opened] = -1 if bad else p - opened
+                t[p] = length * 2 + escaped
+                strings += 1
+            elif c == 92:
+                state = S_ESCAPE
+                escaped = 1
+            elif c < 0x20:
+                bad = True
+            elif c < 0x80:
+                length += 1
+            else:
+                due, low, high = utf8_lead(c)
+                if due == 0:
+                    bad = True
+                length += 1
+        elif state == S_ESCAPE:
+            if c == 117:
+                state = S_HEX
+                digits = 4
+                code = 0
+            else:
+                state = S_TEXT
+                length += 1
+                if not (c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116):
+                    bad = True
+        elif state == S_HEX or state == S_LOW_HEX:
+            d = hex_value(c)
+            if d < 0:
+                bad = True
+                state = S_TEXT
+                if c == 34:
+                    in_string = False
+                    t[opened] = -1
+                    strings += 1
+            else:
+                code = code * 16 + d
+                digits -= 1
+                if digits == 0:
+                    if state == S_LOW_HEX:
+                        state = S_TEXT
+                        length += 4
+                        if not 0xDC00 <= code < 0xE000:
+                            bad = True
+                    elif 0xD800 <= code < 0xDC00:
+                        state = S_LOW_BSLASH
+                    else:
+                        state = S_TEXT
+                        length += code_width(code)
+                        if code >= 0xDC00 and code < 0xE000:
+                            bad = True
+        elif state == S_LOW_BSLASH or state == S_LOW_U:
+            if c == (92 if state == S_LOW_BSLASH else 117):
+                state = S_LOW_U if state == S_LOW_BSLASH else S_LOW_HEX
+                digits = 4
+                code = 0
+            else:
+                bad = True
+                state = S_TEXT
+                if c == 34:
+                    in_string = False
+                    t[opened] = -1
+                    strings += 1
+    if in_string:
+        t[opened] = -1
+        strings += 1
+    return strings

@@ -1,0 +1,159 @@
+r"""The lane's string marks (:mod:`gpu_stage.transform.device.strings`) against its byte-at-a-time string scan.
+
+For every string of a body that a walk from the body's start would cross (up to and including the
+first one ``scan_string`` refuses), :func:`string_at` over the marks must give ``scan_string``'s
+answer, with and without escapes allowed: on real-shaped and every-escape bodies, on strings built
+to hit each rule (escapes, surrogates, UTF-8 bounds, control bytes, unclosed strings), and on bodies
+with bytes changed at random.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from bench.escape_corpus import escape_bodies
+from bench.real_corpus import generate
+from gpu_stage.transform.device.kernels import compile_lane
+
+
+@pytest.fixture(scope="module")
+def fns() -> Any:
+    return compile_lane("cpu")
+
+
+def _strings_crossed(fns: Any, b: Any, s: int, e: int) -> list[int]:
+    """Opening quotes a walk from ``s`` crosses, found with the byte scan alone: up to the first refused string."""
+    opens, p = [], s
+    while p < e:
+        if b[p] == 34:
+            opens.append(p)
+            end, _ = fns.scan_string(b, p, e, True)
+            if end < 0:
+                break
+            p = end
+        else:
+            p += 1
+    return opens
+
+
+def _check(fns: Any, bodies: list[bytes], offset: int = 3) -> int:
+    """Mark each body (at ``offset`` in a buffer, as a batch's row), compare every crossed string; their count."""
+    checked = 0
+    for body in bodies:
+        b = np.frombuffer(b"{}x" + body + b"\x00", dtype=np.uint8).copy()
+        s, e = offset, offset + len(body)
+        marks = np.full(len(b), -7, dtype=np.int32)
+        count = fns.mark_strings(b, marks, s, e)
+        opens = _strings_crossed(fns, b, s, e)
+        assert count >= len(opens)
+        for p in opens:
+            for allow in (True, False):
+                assert fns.string_at(b, marks, p, e, allow) == fns.scan_string(b, p, e, allow), (body, p, allow)
+            checked += 1
+    return checked
+
+
+def test_marks_answer_as_the_scan_on_real_shaped_bodies(fns: Any) -> None:
+    assert _check(fns, list(generate(3000).values)) > 3000 * 20
+
+
+def test_marks_answer_as_the_scan_on_every_escape(fns: Any) -> None:
+    assert _check(fns, list(escape_bodies(2000).values)) > 2000 * 10
+
+
+RULES = [
+    b'""',
+    b'"a"',
+    b'"\\""',
+    b'"\\\\"',
+    b'"\\/\\b\\f\\n\\r\\t"',
+    b'"\\x"',
+    b'"\\u0041"',
+    b'"\\u00e9\\u20ac"',
+    b'"\\u0000"',
+    b'"\\u07ff\\u0800\\uffff"',
+    b'"\\ud83d\\ude00"',
+    b'"\\uD83D\\uDE00"',
+    b'"\\ud83d"',
+    b'"\\ud83dx"',
+    b'"\\ud83d\\n"',
+    b'"\\ud83d\\u0041"',
+    b'"\\ude00"',
+    b'"\\udbff\\udfff"',
+    b'"\\u12"',
+    b'"\\u12g4"',
+    b'"\\u"',
+    b'"\\',
+    b'"abc',
+    b'"a\x01"',
+    b'"a\x1f"',
+    b'"a\x7f"',
+    b'"\t"',
+    "é€😀订".encode(),
+    b'"\xc3"',
+    b'"\xc3\xa9"',
+    b'"\xc0\x80"',
+    b'"\xc1\xbf"',
+    b'"\xe0\x80\x80"',
+    b'"\xe0\xa0\x80"',
+    b'"\xed\xa0\x80"',
+    b'"\xed\x9f\xbf"',
+    b'"\xf0\x80\x80\x80"',
+    b'"\xf0\x90\x80\x80"',
+    b'"\xf4\x8f\xbf\xbf"',
+    b'"\xf4\x90\x80\x80"',
+    b'"\xf5\x80\x80\x80"',
+    b'"\xff"',
+    b'"\x80"',
+    b'"\xe2\x82"',
+    b'"\xe2\x82\\n"',
+    b'"\xe2"x',
+]
+
+
+@pytest.mark.parametrize("text", RULES)
+def test_each_string_rule_as_the_scan(fns: Any, text: bytes) -> None:
+    if not text.startswith(b'"'):
+        text = b'"' + text + b'"'
+    bodies = [text, b'{"k": ' + text + b', "n": "after\\n"}', b"[" + text + b"," + text + b"]"]
+    assert _check(fns, bodies) >= 1
+
+
+def test_marks_answer_as_the_scan_on_bodies_changed_at_random(fns: Any) -> None:
+    rng = random.Random(11)
+    pool = list(generate(400).values) + list(escape_bodies(400).values)
+    changed = []
+    interesting = [0x22, 0x5C, 0x75, 0x00, 0x1F, 0x7F, 0x80, 0xBF, 0xC2, 0xE0, 0xED, 0xF0, 0xF4, 0xFF, 0x44, 0x65]
+    for _ in range(4000):
+        body = bytearray(rng.choice(pool))
+        for _ in range(rng.randint(1, 4)):
+            if body:
+                at = rng.randrange(len(body))
+                body[at] = rng.choice(interesting) if rng.random() < 0.8 else rng.randrange(256)
+        if rng.random() < 0.2 and body:
+            del body[rng.randrange(len(body)) :]
+        changed.append(bytes(body))
+    assert _check(fns, changed) > 4000
+
+
+def test_an_empty_marks_array_scans_the_bytes(fns: Any) -> None:
+    b = np.frombuffer(b'"a\\u00e9b" ', dtype=np.uint8).copy()
+    assert fns.string_at(b, b[:0], 0, len(b), True) == (10, 4)
+    assert fns.string_at(b, b[:0], 0, len(b), False) == (-1, 0)
+
+
+def test_the_marks_of_a_body_stay_inside_it(fns: Any) -> None:
+    body = b'{"a": "x\\"y", "b": ["", "\\u00e9"]}'
+    b = np.frombuffer(b"ZZ" + body + b"ZZ", dtype=np.uint8).copy()
+    marks = np.full(len(b), -7, dtype=np.int32)
+    assert fns.mark_strings(b, marks, 2, 2 + len(body)) == 5
+    assert (marks[:2] == -7).all() and (marks[-2:] == -7).all()
+    quotes = [2 + k for k, c in enumerate(body) if c == 34 and body[k - 1] != 92]
+    assert (marks[quotes[0]], marks[quotes[1]]) == (2, 2 * 1)  # "a": 1 byte, no escape
+    assert (marks[quotes[2]], marks[quotes[3]]) == (5, 2 * 3 + 1)  # "x\"y": 3 bytes, an escape
