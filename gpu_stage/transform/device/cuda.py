@@ -1,10 +1,11 @@
 """The device lane on CUDA: device buffers kept between batches, pass 1 and pass 2 launched per batch.
 
 Per batch: the packed values, keys and headers, their ends and the record columns go to the device
-(one copy, from page-locked memory); ``measure`` (one thread per body) writes each row's size; the
-sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in pieces of a few
-MiB through two device buffers in turn, each piece copied back into one host buffer on a stream of
-its own while the next piece is written. Each slot (a batch in
+(one copy, from page-locked memory); ``measure`` (one thread per body) marks and decodes its body's
+strings into a buffer of their own and writes each row's size; the sizes come back (8 bytes per
+row) for the prefix sum; ``write`` fills the output in pieces of a few MiB through two device
+buffers in turn, each piece copied back into one host buffer on a stream of its own while the next
+piece is written. Each slot (a batch in
 flight) has its own CUDA stream and buffers, so one batch's copies and kernels can run while the
 host finishes another. Buffers grow to the largest batch seen (byte buffers with a little headroom)
 and are reused, so a steady stream of batches allocates nothing. Importing this module needs
@@ -419,7 +420,9 @@ class CudaExecutor(Executor):
         sizes = self._device(k + "sizes", n, np.int64)
         threads = self.measure_threads
         marks = self._buffer(k + "marks", values.shape[0], np.int32)
-        args = (values, marks, value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables, *a["content"])
+        a["decoded"] = self._buffer(k + "decoded", values.shape[0], np.uint8)
+        args = (values, marks, a["decoded"], value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables)
+        args += a["content"]
         args += a["records"]
         if self.lane_order == "warp":
             a["order"] = a["classes"] = None
@@ -536,7 +539,7 @@ class CudaExecutor(Executor):
         copies = self._copy_stream()
         writers = self._writers_after(stream, len(buffers))
         threads = self.write_threads
-        args = (a["values"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops, *a["content"])
+        args = (a["decoded"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops, *a["content"])
         args += (*a["records"], device_starts)
         for at, (lo, hi) in enumerate(pieces):
             b = at % len(buffers)

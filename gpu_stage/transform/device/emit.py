@@ -2,8 +2,9 @@
 
 :func:`emit` serves both passes: with ``write`` false it only counts bytes (pass 1's size), with
 ``write`` true it writes them at the row's offset (pass 2), so the size and the bytes cannot
-disagree. Avro longs are zig-zag varints; strings are a length then UTF-8 bytes, re-escaped where
-the slot holds a JSON spelling.
+disagree. Avro longs are zig-zag varints; strings are a length then UTF-8 bytes. The body's strings
+are read from ``b``, the body as pass 1 decoded it (:func:`gpu_stage.transform.device.strings.mark_strings`):
+each string slot's text lies there decoded.
 
 Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
 """
@@ -150,9 +151,9 @@ def put_opt_text(src, slots, r, slot, escaped, out, q, write):
 
 
 @jit
-def put_opt_string(b, slots, r, slot, out, q, write):
-    """A ``["null", "string"]`` union from a string slot of the body, as sent."""
-    return put_opt_text(b, slots, r, slot, True, out, q, write)
+def put_opt_string(dec, slots, r, slot, out, q, write):
+    """A ``["null", "string"]`` union from a string slot of the body: its text as pass 1 decoded it into ``dec``."""
+    return put_opt_text(dec, slots, r, slot, False, out, q, write)
 
 
 @jit
@@ -301,10 +302,10 @@ def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part,
     q = put_opt_long(out, q, slots[r, CREATED], write)
     for slot in (MODEL, FINISH, STOP):
         q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
+    q = put_opt_string(b, slots, r, CONTENT, out, q, write)
     for slot in (REASONING, TOOL_NAME):
         q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_opt_text(b, slots, r, TOOL_ARGS, False, out, q, write)
+    q = put_opt_string(b, slots, r, TOOL_ARGS, out, q, write)
     valid = slots[r, TOOL_VALID]
     q = put_byte(out, q, 0, write) if valid < 0 else put_byte(out, put_byte(out, q, 2, write), valid, write)
     n = slots[r, NUM_CHOICES]
@@ -315,7 +316,7 @@ def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part,
         q = put_byte(out, q, 2, write)
         q = put_opt_long(out, q, slots[r, INDEX], write)
         q = put_opt_string(b, slots, r, FINISH, out, q, write)
-        q = put_opt_text(b, slots, r, CONTENT, False, out, q, write)  # decoded in place in pass 1
+        q = put_opt_string(b, slots, r, CONTENT, out, q, write)
     q = put_byte(out, q, 0, write)
     for slot in (PROMPT, COMPLETION, TOTAL, CACHED):
         q = put_opt_long(out, q, slots[r, slot], write)

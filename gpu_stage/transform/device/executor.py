@@ -164,14 +164,14 @@ class Executor:
 
 @dataclass
 class _CpuPass:
-    """A batch between the passes on the CPU: its input, its values' copy, pass 1's per-row state and row order.
+    """A batch between the passes on the CPU: its input, its decoded values, pass 1's per-row state and row order.
 
     With ``length``, ``classes`` are the rows' length classes (pass 2 sorts each piece's rows by
     them) and ``order`` the rows in the order pass 1's threads took them; None with ``arrival``.
     """
 
     li: LaneInput
-    values: npt.NDArray[np.uint8]
+    decoded: npt.NDArray[np.uint8]
     slots: I64
     content: tuple[Any, ...]
     sizes: I64
@@ -228,28 +228,26 @@ class CpuExecutor(Executor):
         self.fns.deal_rows(by_class, bounds, order)
 
     def submit(self, li: LaneInput, n: int, slot: int) -> _CpuPass:
-        """Pass 1, run here and now, on a copy of the values.
-
-        Pass 1 decodes strings in place, as it does in the device's copy: the host's values stay as
-        they are for the native core.
-        """
+        """Pass 1, run here and now: the values are only read, their strings decoded into a buffer of the batch's."""
         t = self.tables
         width = max(t.nprops, 1)
-        values = li.values.copy()
+        values = li.values
         slots = np.zeros((n, layout.SLOT_COUNT), dtype=np.int64)
         cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
         cd = np.zeros((n, width), dtype=np.float64)
         sizes = np.zeros(n, dtype=np.int64)
         marks = np.empty(len(values), dtype=np.int32)
-        args = (values, marks, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args(), cs, ce, cv, cd)
+        decoded = np.empty(len(values), dtype=np.uint8)
+        args = (values, marks, decoded, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args())
+        args += (cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
             fns.measure(*args, *rows, sizes)
-            return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes)
+            return _CpuPass(li, decoded, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
         self.fns.measure_ordered(*args, *rows, sizes, order)
-        return _CpuPass(li, values, slots, (cs, ce, cv, cd), sizes, classes, order)
+        return _CpuPass(li, decoded, slots, (cs, ce, cv, cd), sizes, classes, order)
 
     def sizes(self, handle: _CpuPass) -> I64:
         """Pass 1's sizes (already there)."""
@@ -266,7 +264,7 @@ class CpuExecutor(Executor):
         if order is not None and classes is not None and bounds is not None and len(pieces) > 1:
             self.piece_order(classes, bounds, order)
         keys, _, _, headers, _ = li.record_columns()
-        args = (handle.values, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content)
+        args = (handle.decoded, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content)
         args += (li.partitions, li.offsets, li.timestamps, starts)
         fns = compile_lane("cpu-warp", self.cache) if self.write_warp else self.fns
         for k, (lo, hi) in enumerate(pieces):

@@ -1,10 +1,11 @@
 """The device lane's kernels: pass 1 (:func:`measure`) and pass 2 (:func:`write`), one thread per body.
 
-Pass 1 (:func:`measure_row`) walks a body once (:mod:`gpu_stage.transform.device.walk`), checks its
-content (:mod:`gpu_stage.transform.device.content`) and returns the row's encoded size, or
-:data:`NOT_TAKEN` when the lane does not take the body. Pass 1 changes the values it reads (decoding
-in place): the device works on its own copy of them, and the CPU build copies them first. Pass 2
-(:func:`write`) writes the datum at its offset from those slots (:mod:`gpu_stage.transform.device.emit`).
+Pass 1 (:func:`measure_row`) marks a body's strings and decodes them into ``dec``
+(:mod:`gpu_stage.transform.device.strings`), walks the body once (:mod:`gpu_stage.transform.device.walk`),
+checks its content (:mod:`gpu_stage.transform.device.content`) and returns the row's encoded size, or
+:data:`NOT_TAKEN` when the lane does not take the body. The values stay as they came; ``dec`` holds
+every string decoded and the tool arguments rewritten. Pass 2 (:func:`write`) writes the datum at
+its offset from the slots and ``dec`` (:mod:`gpu_stage.transform.device.emit`).
 Thread ``t`` takes row ``t``, or in :func:`measure_ordered` and :func:`write_ordered` row
 ``order[t]``, a permutation of the rows (:mod:`gpu_stage.transform.device.order`: rows of like length
 side by side); each row's results go to places of its own, so the order changes no byte.
@@ -32,14 +33,10 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
     from gpu_stage.transform.device.record import (
         record_columns,
     )
-    from gpu_stage.transform.device.scan import (
-        copy_string,
-    )
     from gpu_stage.transform.device.slots import (
         CONTENT,
         CONTENT_STATE,
         NOT_TAKEN,
-        TOOL_ARGS,
         UPSTREAM_ERROR,
     )
     from gpu_stage.transform.device.strict import (
@@ -68,6 +65,7 @@ lane_step: Any = globals().get("lane_step", _plain)
 def measure_row(
     b,
     marks,
+    dec,
     vends,
     kb,
     kends,
@@ -100,12 +98,8 @@ def measure_row(
     e = vends[r]
     if e - s > max_bytes:
         return NOT_TAKEN
-    if marks.shape[0] > 0:
-        mark_strings(b, marks, s, e)
-    if not body(b, marks, s, e, slots, r, b):
-        # Tool arguments are decoded in place as they are read: a body walked that far is not read again.
-        if slots[r, TOOL_ARGS] >= 0:
-            return NOT_TAKEN
+    mark_strings(b, marks, dec, s, e)
+    if not body(b, marks, s, e, slots, r, dec):
         if error_body(b, marks, s, e):
             return UPSTREAM_ERROR
         verdict = body_verdict(b, s, e)
@@ -115,9 +109,8 @@ def measure_row(
     c = slots[r, CONTENT]
     if c >= 0:
         length = slots[r, CONTENT + 2]
-        copy_string(b, c, slots[r, CONTENT + 1], b, c)
         state = content_state(
-            b,
+            dec,
             c,
             c + length,
             ptab,
@@ -141,7 +134,7 @@ def measure_row(
             return NOT_TAKEN
         slots[r, CONTENT_STATE] = state
     return emit(
-        b,
+        dec,
         kb,
         hb,
         slots,
@@ -157,7 +150,7 @@ def measure_row(
         parts[r],
         offs[r],
         tss[r],
-        b,  # the size pass writes nothing
+        dec,  # the size pass writes nothing
         0,
         False,
     )
@@ -167,6 +160,7 @@ def measure_row(
 def measure(
     b,
     marks,
+    dec,
     vends,
     kb,
     kends,
@@ -201,6 +195,7 @@ def measure(
         sizes[r] = measure_row(
             b,
             marks,
+            dec,
             vends,
             kb,
             kends,
@@ -235,6 +230,7 @@ def measure(
 def measure_ordered(
     b,
     marks,
+    dec,
     vends,
     kb,
     kends,
@@ -271,6 +267,7 @@ def measure_ordered(
         sizes[r] = measure_row(
             b,
             marks,
+            dec,
             vends,
             kb,
             kends,

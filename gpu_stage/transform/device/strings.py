@@ -1,4 +1,4 @@
-r"""A body's strings found in one pass over its bytes, so that the walk crosses each string in one step.
+r"""A body's strings found and decoded in one pass over its bytes, so that the walk crosses each in one step.
 
 The walk of :mod:`gpu_stage.transform.device.walk` used to read every string a byte at a time
 (:func:`gpu_stage.transform.device.scan.scan_string`), branching on what each byte is; a warp's 32
@@ -12,6 +12,10 @@ each string of the body outside any other string, two entries in a position-inde
   one :func:`gpu_stage.transform.device.scan.scan_string` takes (a control byte, a bad escape, a lone
   surrogate, UTF-8 that is not well formed, no closing quote);
 * ``t[close]``: the string's decoded length in UTF-8 bytes times two, plus one when it holds an escape.
+
+The same pass writes the body into ``dec`` with each string's text decoded (every escape, surrogate
+pairs as one code point) where its spelling starts: what the walk reads as decoded text (the
+content's JSON, the tool arguments) and what pass 2 copies, a byte for a byte.
 
 :func:`gpu_stage.transform.device.scan.string_at` reads them back: ``scan_string``'s answer for the
 string at a position, without its bytes. Only the walk's own positions are asked: it starts where
@@ -27,6 +31,12 @@ Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
 from __future__ import annotations
 
 from typing import Any
+
+if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
+    from gpu_stage.transform.device.scan import (
+        put_code,
+        unescape,
+    )
 
 
 def _plain(fn: Any) -> Any:
@@ -90,31 +100,38 @@ def code_width(code):
 
 
 @jit
-def mark_strings(b, t, s, e):
-    """Mark every string of the body ``b[s:e]`` in ``t`` (see the module's docstring); the number of strings.
+def mark_strings(b, t, dec, s, e):
+    """Mark every string of the body ``b[s:e]`` in ``t`` and decode it into ``dec``; the number of strings.
 
-    Outside strings a byte only opens one; inside, each byte moves the string's state by a few
-    integer steps. A string found bad stays bad up to its closing quote (where the lexing may then
-    differ from a byte walk's, which stops there: no walk goes past a string it refuses).
+    ``dec`` gets the body's bytes at their own places, each string's text decoded in place of its
+    spelling: the decoded text of the string opened at ``p`` starts at ``dec[p + 1]`` (a decoded
+    string is never longer than its spelling, and what follows it up to its closing quote is left
+    as it comes). Outside strings a byte only opens one; inside, each byte moves the string's state
+    by a few integer steps. A string found bad stays bad up to its closing quote (where the lexing
+    may then differ from a byte walk's, which stops there: no walk goes past a string it refuses).
     """
     in_string = False
     opened = s
     state = S_TEXT
     digits = 0
     code = 0
+    first = 0  # a surrogate pair's high half
     due = 0  # UTF-8 continuation bytes still due
-    low = 0x80
-    high = 0xBF
+    least = 0x80
+    most = 0xBF
     length = 0
+    q = s
     escaped = 0
     bad = False
     strings = 0
     for p in range(s, e):
         c = int(b[p])
         if not in_string:
+            dec[p] = c
             if c == 34:
                 in_string = True
                 opened = p
+                q = p + 1
                 state = S_TEXT
                 due = 0
                 length = 0
@@ -123,10 +140,12 @@ def mark_strings(b, t, s, e):
             continue
         if state == S_TEXT:
             if due > 0:
-                if low <= c <= high:
+                if least <= c <= most:
                     due -= 1
-                    low = 0x80
-                    high = 0xBF
+                    least = 0x80
+                    most = 0xBF
+                    dec[q] = c
+                    q += 1
                     length += 1
                 else:
                     bad = True
@@ -145,12 +164,13 @@ def mark_strings(b, t, s, e):
                 escaped = 1
             elif c < 0x20:
                 bad = True
-            elif c < 0x80:
-                length += 1
             else:
-                due, low, high = utf8_lead(c)
-                if due == 0:
-                    bad = True
+                if c >= 0x80:
+                    due, least, most = utf8_lead(c)
+                    if due == 0:
+                        bad = True
+                dec[q] = c
+                q += 1
                 length += 1
         elif state == S_ESCAPE:
             if c == 117:
@@ -159,6 +179,8 @@ def mark_strings(b, t, s, e):
                 code = 0
             else:
                 state = S_TEXT
+                dec[q] = unescape(c)
+                q += 1
                 length += 1
                 if not (c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116):
                     bad = True
@@ -177,16 +199,21 @@ def mark_strings(b, t, s, e):
                 if digits == 0:
                     if state == S_LOW_HEX:
                         state = S_TEXT
-                        length += 4
-                        if not 0xDC00 <= code < 0xE000:
+                        if 0xDC00 <= code < 0xE000:
+                            q = put_code(dec, q, 0x10000 + ((first - 0xD800) << 10) + (code - 0xDC00))
+                            length += 4
+                        else:
                             bad = True
                     elif 0xD800 <= code < 0xDC00:
                         state = S_LOW_BSLASH
+                        first = code
                     else:
                         state = S_TEXT
-                        length += code_width(code)
-                        if code >= 0xDC00 and code < 0xE000:
+                        if 0xDC00 <= code < 0xE000:
                             bad = True
+                        else:
+                            q = put_code(dec, q, code)
+                            length += code_width(code)
         elif state == S_LOW_BSLASH or state == S_LOW_U:
             if c == (92 if state == S_LOW_BSLASH else 117):
                 state = S_LOW_U if state == S_LOW_BSLASH else S_LOW_HEX

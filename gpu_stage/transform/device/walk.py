@@ -1,9 +1,10 @@
 """The device lane's walk of one vLLM body: envelope, choices, message, tool calls, usage.
 
 :func:`body` walks a body once, checks everything ``gpu_stage/transform/contract/semantics.md``
-asks of a good row and records where each value lies (:mod:`gpu_stage.transform.device.slots`); it
-decodes the first choice's content and tool arguments in place (a decoded string is never longer
-than its JSON spelling). It takes the common shape only: at most one choice, no ``metadata``
+asks of a good row and records where each value lies (:mod:`gpu_stage.transform.device.slots`). It
+crosses each string of the body in one step, from the marks :func:`gpu_stage.transform.device.strings.mark_strings`
+left in ``t``, and finds each string's decoded text at its own place in ``sc``, where the first tool
+call's arguments are rewritten as compact JSON. It takes the common shape only: at most one choice, no ``metadata``
 object, no unknown top-level key with a non-null value, integer ``created``, tool arguments whose
 object :func:`compact_json` can spell (or that are no object at all). Anything else is left to the native core.
 
@@ -30,7 +31,6 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         QUOTE,
         RBRACE,
         RBRACK,
-        copy_string,
         escape_code,
         is_null,
         literal,
@@ -366,7 +366,7 @@ def compact_json(sc, p, e):
 def tool_arguments(b, t, p, e, slots, r, sc):
     """``function.arguments``: compact JSON text of an object, or the string as sent; end, or -1.
 
-    The string is decoded in place; a text that starts as an object but is not JSON is kept as sent
+    The string's decoded text lies in ``sc``; a text that starts as an object but is not JSON is kept as sent
     (valid false), as semantics §4 says of any string that does not parse to an object.
     """
     if is_null(b, p, e):
@@ -377,7 +377,7 @@ def tool_arguments(b, t, p, e, slots, r, sc):
     if end < 0:
         return -1
     s = slots[r, TOOL_ARGS]
-    decoded_end = copy_string(b, s, end - 1, sc, s)
+    decoded_end = s + slots[r, TOOL_ARGS + 2]  # decoded into sc by the string marks
     first = skip_ws(sc, s, decoded_end)
     if first >= decoded_end or sc[first] != LBRACE or json_verdict(sc, first, decoded_end) == V_INVALID_JSON:
         slots[r, TOOL_VALID] = 0
@@ -435,8 +435,7 @@ def tool_calls(b, t, p, e, slots, r, sc):
     q = skip_ws(b, q, e)
     if q < e and b[q] == RBRACK:
         return q + 1
-    # The other calls are not columns, but must be valid JSON. They are skipped from here: the first
-    # call's arguments were decoded in place, so its text is no longer JSON.
+    # The other calls are not columns, but must be valid JSON: each is skipped whole.
     while q < e and b[q] == COMMA:
         q = skip_value(b, t, q + 1, e, True)
         if q < 0:

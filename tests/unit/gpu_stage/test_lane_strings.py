@@ -2,13 +2,15 @@ r"""The lane's string marks (:mod:`gpu_stage.transform.device.strings`) against 
 
 For every string of a body that a walk from the body's start would cross (up to and including the
 first one ``scan_string`` refuses), :func:`string_at` over the marks must give ``scan_string``'s
-answer, with and without escapes allowed: on real-shaped and every-escape bodies, on strings built
-to hit each rule (escapes, surrogates, UTF-8 bounds, control bytes, unclosed strings), and on bodies
-with bytes changed at random.
+answer, with and without escapes allowed, and the decoded copy must hold the string's text as
+Python's ``json`` decodes it (and the body's bytes outside strings as they are): on real-shaped and
+every-escape bodies, on strings built to hit each rule (escapes, surrogates, UTF-8 bounds, control
+bytes, unclosed strings), and on bodies with bytes changed at random.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -49,13 +51,24 @@ def _check(fns: Any, bodies: list[bytes], offset: int = 3) -> int:
         b = np.frombuffer(b"{}x" + body + b"\x00", dtype=np.uint8).copy()
         s, e = offset, offset + len(body)
         marks = np.full(len(b), -7, dtype=np.int32)
-        count = fns.mark_strings(b, marks, s, e)
+        decoded = np.zeros(len(b), dtype=np.uint8)
+        count = fns.mark_strings(b, marks, decoded, s, e)
         opens = _strings_crossed(fns, b, s, e)
         assert count >= len(opens)
         for p in opens:
             for allow in (True, False):
                 assert fns.string_at(b, marks, p, e, allow) == fns.scan_string(b, p, e, allow), (body, p, allow)
+            end, length = fns.scan_string(b, p, e, True)
+            if end >= 0:
+                text = json.loads(bytes(b[p:end])).encode()
+                assert bytes(decoded[p + 1 : p + 1 + length]) == text, (body, p)
             checked += 1
+        outside = np.ones(len(b), dtype=bool)
+        for p in opens:
+            end, _ = fns.scan_string(b, p, e, True)
+            outside[p + 1 : end if end >= 0 else e] = False
+        outside[:s] = outside[e:] = False
+        assert (decoded[outside] == b[outside]).all(), body
     return checked
 
 
@@ -152,8 +165,10 @@ def test_the_marks_of_a_body_stay_inside_it(fns: Any) -> None:
     body = b'{"a": "x\\"y", "b": ["", "\\u00e9"]}'
     b = np.frombuffer(b"ZZ" + body + b"ZZ", dtype=np.uint8).copy()
     marks = np.full(len(b), -7, dtype=np.int32)
-    assert fns.mark_strings(b, marks, 2, 2 + len(body)) == 5
+    decoded = np.full(len(b), 7, dtype=np.uint8)
+    assert fns.mark_strings(b, marks, decoded, 2, 2 + len(body)) == 5
     assert (marks[:2] == -7).all() and (marks[-2:] == -7).all()
+    assert (decoded[:2] == 7).all() and (decoded[-2:] == 7).all()
     quotes = [2 + k for k, c in enumerate(body) if c == 34 and body[k - 1] != 92]
     assert (marks[quotes[0]], marks[quotes[1]]) == (2, 2 * 1)  # "a": 1 byte, no escape
     assert (marks[quotes[2]], marks[quotes[3]]) == (5, 2 * 3 + 1)  # "x\"y": 3 bytes, an escape
