@@ -107,8 +107,9 @@ def mark_strings(b, t, dec, s, e):
     spelling: the decoded text of the string opened at ``p`` starts at ``dec[p + 1]`` (a decoded
     string is never longer than its spelling, and what follows it up to its closing quote is left
     as it comes). Outside strings a byte only opens one; inside, each byte moves the string's state
-    by a few integer steps. A string found bad stays bad up to its closing quote (where the lexing
-    may then differ from a byte walk's, which stops there: no walk goes past a string it refuses).
+    by a few integer steps. A string found bad is read on as text up to the next quote, which closes
+    it (the lexing may then differ from a byte walk's, which stops at the bad byte: no walk goes past
+    a string it refuses).
     """
     in_string = False
     opened = s
@@ -150,10 +151,6 @@ def mark_strings(b, t, dec, s, e):
                 else:
                     bad = True
                     due = 0
-                    if c == 34:
-                        in_string = False
-                        t[opened] = -1
-                        strings += 1
             elif c == 34:
                 in_string = False
                 t[opened] = -1 if bad else p - opened
@@ -189,10 +186,6 @@ def mark_strings(b, t, dec, s, e):
             if d < 0:
                 bad = True
                 state = S_TEXT
-                if c == 34:
-                    in_string = False
-                    t[opened] = -1
-                    strings += 1
             else:
                 code = code * 16 + d
                 digits -= 1
@@ -222,10 +215,6 @@ def mark_strings(b, t, dec, s, e):
             else:
                 bad = True
                 state = S_TEXT
-                if c == 34:
-                    in_string = False
-                    t[opened] = -1
-                    strings += 1
     if in_string:
         t[opened] = -1
         strings += 1
