@@ -419,7 +419,7 @@ class CudaExecutor(Executor):
         a["content"] = (*ints, self._device(k + "cd", n, np.float64, width))
         sizes = self._device(k + "sizes", n, np.int64)
         threads = self.measure_threads
-        marks = self._buffer(k + "marks", values.shape[0], np.int32)
+        marks = self._buffer(k + "marks", values.shape[0], np.uint16)
         a["decoded"] = self._buffer(k + "decoded", values.shape[0], np.uint8)
         args = (values, marks, a["decoded"], value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables)
         args += a["content"]

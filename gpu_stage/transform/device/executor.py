@@ -236,7 +236,7 @@ class CpuExecutor(Executor):
         cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
         cd = np.zeros((n, width), dtype=np.float64)
         sizes = np.zeros(n, dtype=np.int64)
-        marks = np.empty(len(values), dtype=np.int32)
+        marks = np.empty(len(values), dtype=np.uint16)
         decoded = np.empty(len(values), dtype=np.uint8)
         args = (values, marks, decoded, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args())
         args += (cs, ce, cv, cd)

@@ -274,18 +274,17 @@ def string_at(b, t, p, e, allow_escapes):
     """:func:`scan_string`'s answer for the body's string at ``p``, read from ``t`` when it holds the body's marks.
 
     ``t`` is :func:`gpu_stage.transform.device.strings.mark_strings`'s array (a string in two
-    entries, no byte of it read here), or empty for text it does not mark (then the bytes are scanned).
+    entries, no byte of it read here), or empty for text it does not mark. Where it holds no span
+    (a string it refuses or a very long one) the bytes are scanned.
     """
-    if t.shape[0] == 0:
+    span = int(t[p]) if t.shape[0] > 0 else 0
+    if span == 0:
         return scan_string(b, p, e, allow_escapes)
-    span = t[p]
-    if span < 0:
-        return -1, 0
     close = p + span
-    mark = int(t[close])
-    if not allow_escapes and mark & 1:
+    length = int(t[close])
+    if not allow_escapes and length < span - 1:
         return -1, 0
-    return close + 1, mark >> 1
+    return close + 1, length
 
 
 @jit

@@ -6,12 +6,16 @@ bodies then take 32 paths, and on real-shaped bodies (89 % of whose bytes lie in
 issued about two threads' work per warp instruction. :func:`mark_strings` reads the body once, every
 byte with the same few steps whatever it holds (the state of a string, an escape, a ``\u`` escape and
 a UTF-8 sequence carried in integers), so a warp's threads run together through it. It leaves, for
-each string of the body outside any other string, two entries in a position-indexed array ``t``:
+each string of the body outside any other string, two entries in a position-indexed array ``t`` of
+16-bit integers:
 
-* ``t[open]`` (the opening quote): the distance to the closing quote, or -1 when the string is not
-  one :func:`gpu_stage.transform.device.scan.scan_string` takes (a control byte, a bad escape, a lone
-  surrogate, UTF-8 that is not well formed, no closing quote);
-* ``t[close]``: the string's decoded length in UTF-8 bytes times two, plus one when it holds an escape.
+* ``t[open]`` (the opening quote): the distance to the closing quote, or 0 where the bytes must be
+  scanned: a string that :func:`gpu_stage.transform.device.scan.scan_string` refuses (a control byte,
+  a bad escape, a lone surrogate, UTF-8 that is not well formed, no closing quote) or one longer
+  than :data:`MAX_SPAN`;
+* ``t[close]``: the string's decoded length in UTF-8 bytes. Every escape decodes to fewer bytes than
+  its spelling and every other byte to itself, so a string holds an escape exactly when it is
+  shorter decoded than spelled.
 
 The same pass writes the body into ``dec`` with each string's text decoded (every escape, surrogate
 pairs as one code point) where its spelling starts: what the walk reads as decoded text (the
@@ -45,6 +49,8 @@ def _plain(fn: Any) -> Any:
 
 jit: Any = globals().get("jit", _plain)
 
+MAX_SPAN = 0xFFFF
+"""The longest distance from a string's opening quote to its closing one that ``t`` holds."""
 S_TEXT = 0
 """In a string's text (the other states are inside an escape)."""
 S_ESCAPE = 1
@@ -92,14 +98,6 @@ def utf8_lead(c):
 
 
 @jit
-def code_width(code):
-    """UTF-8 bytes of code point ``code`` (below U+10000 here: pairs are counted apart)."""
-    if code < 0x80:
-        return 1
-    return 2 if code < 0x800 else 3
-
-
-@jit
 def mark_strings(b, t, dec, s, e):
     """Mark every string of the body ``b[s:e]`` in ``t`` and decode it into ``dec``; the number of strings.
 
@@ -120,9 +118,7 @@ def mark_strings(b, t, dec, s, e):
     due = 0  # UTF-8 continuation bytes still due
     least = 0x80
     most = 0xBF
-    length = 0
     q = s
-    escaped = 0
     bad = False
     strings = 0
     for p in range(s, e):
@@ -135,8 +131,6 @@ def mark_strings(b, t, dec, s, e):
                 q = p + 1
                 state = S_TEXT
                 due = 0
-                length = 0
-                escaped = 0
                 bad = False
             continue
         if state == S_TEXT:
@@ -147,18 +141,17 @@ def mark_strings(b, t, dec, s, e):
                     most = 0xBF
                     dec[q] = c
                     q += 1
-                    length += 1
                 else:
                     bad = True
                     due = 0
             elif c == 34:
                 in_string = False
-                t[opened] = -1 if bad else p - opened
-                t[p] = length * 2 + escaped
+                span = p - opened
+                t[opened] = 0 if bad or span > MAX_SPAN else span
+                t[p] = q - opened - 1
                 strings += 1
             elif c == 92:
                 state = S_ESCAPE
-                escaped = 1
             elif c < 0x20:
                 bad = True
             else:
@@ -168,7 +161,6 @@ def mark_strings(b, t, dec, s, e):
                         bad = True
                 dec[q] = c
                 q += 1
-                length += 1
         elif state == S_ESCAPE:
             if c == 117:
                 state = S_HEX
@@ -178,7 +170,6 @@ def mark_strings(b, t, dec, s, e):
                 state = S_TEXT
                 dec[q] = unescape(c)
                 q += 1
-                length += 1
                 if not (c == 34 or c == 92 or c == 47 or c == 98 or c == 102 or c == 110 or c == 114 or c == 116):
                     bad = True
         elif state == S_HEX or state == S_LOW_HEX:
@@ -194,7 +185,6 @@ def mark_strings(b, t, dec, s, e):
                         state = S_TEXT
                         if 0xDC00 <= code < 0xE000:
                             q = put_code(dec, q, 0x10000 + ((first - 0xD800) << 10) + (code - 0xDC00))
-                            length += 4
                         else:
                             bad = True
                     elif 0xD800 <= code < 0xDC00:
@@ -206,7 +196,6 @@ def mark_strings(b, t, dec, s, e):
                             bad = True
                         else:
                             q = put_code(dec, q, code)
-                            length += code_width(code)
         elif state == S_LOW_BSLASH or state == S_LOW_U:
             if c == (92 if state == S_LOW_BSLASH else 117):
                 state = S_LOW_U if state == S_LOW_BSLASH else S_LOW_HEX
@@ -216,6 +205,6 @@ def mark_strings(b, t, dec, s, e):
                 bad = True
                 state = S_TEXT
     if in_string:
-        t[opened] = -1
+        t[opened] = 0
         strings += 1
     return strings

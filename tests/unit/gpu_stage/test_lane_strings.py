@@ -50,7 +50,7 @@ def _check(fns: Any, bodies: list[bytes], offset: int = 3) -> int:
     for body in bodies:
         b = np.frombuffer(b"{}x" + body + b"\x00", dtype=np.uint8).copy()
         s, e = offset, offset + len(body)
-        marks = np.full(len(b), -7, dtype=np.int32)
+        marks = np.full(len(b), 7, dtype=np.uint16)
         decoded = np.zeros(len(b), dtype=np.uint8)
         count = fns.mark_strings(b, marks, decoded, s, e)
         opens = _strings_crossed(fns, b, s, e)
@@ -164,11 +164,20 @@ def test_an_empty_marks_array_scans_the_bytes(fns: Any) -> None:
 def test_the_marks_of_a_body_stay_inside_it(fns: Any) -> None:
     body = b'{"a": "x\\"y", "b": ["", "\\u00e9"]}'
     b = np.frombuffer(b"ZZ" + body + b"ZZ", dtype=np.uint8).copy()
-    marks = np.full(len(b), -7, dtype=np.int32)
+    marks = np.full(len(b), 7, dtype=np.uint16)
     decoded = np.full(len(b), 7, dtype=np.uint8)
     assert fns.mark_strings(b, marks, decoded, 2, 2 + len(body)) == 5
-    assert (marks[:2] == -7).all() and (marks[-2:] == -7).all()
+    assert (marks[:2] == 7).all() and (marks[-2:] == 7).all()
     assert (decoded[:2] == 7).all() and (decoded[-2:] == 7).all()
     quotes = [2 + k for k, c in enumerate(body) if c == 34 and body[k - 1] != 92]
-    assert (marks[quotes[0]], marks[quotes[1]]) == (2, 2 * 1)  # "a": 1 byte, no escape
-    assert (marks[quotes[2]], marks[quotes[3]]) == (5, 2 * 3 + 1)  # "x\"y": 3 bytes, an escape
+    assert (marks[quotes[0]], marks[quotes[1]]) == (2, 1)  # "a": 1 byte
+    assert (marks[quotes[2]], marks[quotes[3]]) == (5, 3)  # "x\"y": 3 bytes decoded, 4 spelled
+
+
+def test_a_string_longer_than_a_mark_holds_is_scanned(fns: Any) -> None:
+    from gpu_stage.transform.device.strings import MAX_SPAN
+
+    long_plain = b'"' + b"a" * (MAX_SPAN + 10) + b'"'
+    long_escaped = b'"' + b"\\n\\u00e9" * (MAX_SPAN // 4) + b'"'
+    bodies = [b'{"k": ' + v + b', "n": "after"}' for v in (long_plain, long_escaped)]
+    assert _check(fns, bodies) == 2 * 4
