@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 THREADS = 128
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
+MARK_THREADS = 256
+"""Threads per block of the string-marking kernel (few registers: many warps resident hide its loads)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
 ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows", "deal_rows")
@@ -152,6 +154,7 @@ class CudaExecutor(Executor):
         self.fns = compile_lane("cuda", cache, registers)
         self._cache = cache
         self._warp_kernels: dict[str, DirectLaunch] = {}
+        self.mark = DirectLaunch(self.fns.mark)
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
@@ -424,14 +427,18 @@ class CudaExecutor(Executor):
         args = (values, marks, a["decoded"], value_ends, *a["record"], self.max_bytes, a["slots"], *self._tables)
         args += a["content"]
         args += a["records"]
+        marking = (values, marks, a["decoded"], value_ends, self.max_bytes)
         if self.lane_order == "warp":
             a["order"] = a["classes"] = None
+            self.mark(-(-n // MARK_THREADS), MARK_THREADS, stream, *marking, value_ends, 0, n)
             self._warp_kernel("measure", threads)(-(-n * WARP // threads), threads, stream, *args, sizes)
         elif self.lane_order not in ORDERED_LANES:
             a["order"] = a["classes"] = None
+            self.mark(-(-n // MARK_THREADS), MARK_THREADS, stream, *marking, value_ends, 0, n)
             self.measure(-(-n // threads), threads, stream, *args, sizes)
         else:
             a["order"], a["classes"] = self._row_order(k, n, value_ends, stream)
+            self.mark(-(-n // MARK_THREADS), MARK_THREADS, stream, *marking, a["order"], 1, n)
             self.measure_ordered(-(-n // threads), threads, stream, *args, sizes, a["order"])
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)

@@ -1,7 +1,11 @@
-"""The device lane's kernels: pass 1 (:func:`measure`) and pass 2 (:func:`write`), one thread per body.
+"""The device lane's kernels: the strings pass (:func:`mark`), pass 1 (:func:`measure`) and pass 2 (:func:`write`).
 
-Pass 1 (:func:`measure_row`) marks a body's strings and decodes them into ``dec``
-(:mod:`gpu_stage.transform.device.strings`), walks the body once (:mod:`gpu_stage.transform.device.walk`),
+Each takes one thread per body. :func:`mark` marks a body's strings and decodes them into ``dec``
+(:mod:`gpu_stage.transform.device.strings`); it is a kernel of its own, launched just before pass 1
+in the same row order, because it needs few registers and so keeps more warps resident to hide its
+byte loads than pass 1 could (on an H100 the lane ran 1.03 to 1.04 times as fast as with the same
+code inside pass 1).
+Pass 1 (:func:`measure_row`) walks the body once (:mod:`gpu_stage.transform.device.walk`),
 checks its content (:mod:`gpu_stage.transform.device.content`) and returns the row's encoded size, or
 :data:`NOT_TAKEN` when the lane does not take the body. The values stay as they came; ``dec`` holds
 every string decoded and the tool arguments rewritten. Pass 2 (:func:`write`) writes the datum at
@@ -98,7 +102,6 @@ def measure_row(
     e = vends[r]
     if e - s > max_bytes:
         return NOT_TAKEN
-    mark_strings(b, marks, dec, s, e)
     if not body(b, marks, s, e, slots, r, dec):
         if error_body(b, marks, s, e):
             return UPSTREAM_ERROR
@@ -154,6 +157,20 @@ def measure_row(
         0,
         False,
     )
+
+
+@kernel
+def mark(b, marks, dec, vends, max_bytes, order, ordered, count):
+    """Each row's strings marked and decoded before pass 1: thread ``t`` on row ``order[t]`` (``t`` if not ordered)."""
+    t = lane_start()
+    step = lane_step()
+    while t < count:
+        r = order[t] if ordered else t
+        s = vends[r - 1] if r > 0 else 0
+        e = vends[r]
+        if e - s <= max_bytes:
+            mark_strings(b, marks, dec, s, e)
+        t += step
 
 
 @kernel
