@@ -1,15 +1,15 @@
 """The device lane on CUDA: device buffers kept between batches, pass 1 and pass 2 launched per batch.
 
 Per batch: the packed values, keys and headers, their ends and the record columns go to the device
-(one copy, from page-locked memory); ``measure`` (one thread per body) marks and decodes its body's
-strings into a buffer of their own and writes each row's size; the sizes come back (8 bytes per
-row) for the prefix sum; ``write`` fills the output in pieces of a few MiB through two device
-buffers in turn, each piece copied back into one host buffer on a stream of its own while the next
-piece is written. Each slot (a batch in
-flight) has its own CUDA stream and buffers, so one batch's copies and kernels can run while the
-host finishes another. Buffers grow to the largest batch seen (byte buffers with a little headroom)
-and are reused, so a steady stream of batches allocates nothing. Importing this module needs
-numba-cuda (it ships with cuDF); nothing runs until :class:`CudaExecutor` is built.
+(one copy, from page-locked memory); ``mark`` (one thread per body) marks and decodes each body's
+strings into buffers of their own, then ``measure`` (the same) walks each body and writes its row's
+size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in
+pieces of a few MiB through two device buffers in turn, each piece copied back into one host buffer
+on a stream of its own while the next piece is written. Each slot (a batch in flight) has its own
+CUDA stream and buffers, so one batch's copies and kernels can run while the host finishes another.
+Buffers grow to the largest batch seen (byte buffers with a little headroom) and are reused, so a
+steady stream of batches allocates nothing. Importing this module needs numba-cuda (it ships with
+cuDF); nothing runs until :class:`CudaExecutor` is built.
 """
 
 from __future__ import annotations
