@@ -1,9 +1,9 @@
 """The device lane on CUDA: device buffers kept between batches, pass 1 and pass 2 launched per batch.
 
 Per batch: the packed values, keys and headers, their ends and the record columns go to the device
-(one copy, from page-locked memory); ``mark`` (one thread per body) marks and decodes each body's
-strings into buffers of their own, then ``measure`` (the same) walks each body and writes its row's
-size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in
+(one copy, from page-locked memory); ``mark`` (a warp per body) marks and decodes each body's
+strings into buffers of their own, then ``measure`` (a thread per body) walks each body and writes its
+row's size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in
 pieces of a few MiB through two device buffers in turn, each piece copied back into one host buffer
 on a stream of its own while the next piece is written. Each slot (a batch in flight) has its own
 CUDA stream and buffers, so one batch's copies and kernels can run while the host finishes another.
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 THREADS = 128
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
 MARK_THREADS = 256
-"""Threads per block of the string-marking kernel (few registers: many warps resident hide its loads)."""
+"""Threads per block of the strings pass (a warp a row, few registers: many warps resident hide its loads)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
 ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows", "deal_rows")
@@ -154,7 +154,7 @@ class CudaExecutor(Executor):
         self.fns = compile_lane("cuda", cache, registers)
         self._cache = cache
         self._warp_kernels: dict[str, DirectLaunch] = {}
-        self.mark = DirectLaunch(self.fns.mark)
+        self.mark = DirectLaunch(compile_lane("cuda-warp", cache).mark)
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
@@ -428,17 +428,15 @@ class CudaExecutor(Executor):
         args += a["content"]
         args += a["records"]
         marking = (values, marks, a["decoded"], value_ends, self.max_bytes)
+        self.mark(-(-n * WARP // MARK_THREADS), MARK_THREADS, stream, *marking, value_ends, 0, n)
         if self.lane_order == "warp":
             a["order"] = a["classes"] = None
-            self.mark(-(-n // MARK_THREADS), MARK_THREADS, stream, *marking, value_ends, 0, n)
             self._warp_kernel("measure", threads)(-(-n * WARP // threads), threads, stream, *args, sizes)
         elif self.lane_order not in ORDERED_LANES:
             a["order"] = a["classes"] = None
-            self.mark(-(-n // MARK_THREADS), MARK_THREADS, stream, *marking, value_ends, 0, n)
             self.measure(-(-n // threads), threads, stream, *args, sizes)
         else:
             a["order"], a["classes"] = self._row_order(k, n, value_ends, stream)
-            self.mark(-(-n // MARK_THREADS), MARK_THREADS, stream, *marking, a["order"], 1, n)
             self.measure_ordered(-(-n // threads), threads, stream, *args, sizes, a["order"])
         host_sizes = self._host(k + "sizes", n, np.int64)
         sizes.copy_to_host(host_sizes[:n], stream=stream)

@@ -242,13 +242,12 @@ class CpuExecutor(Executor):
         args += (cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
         marking = (values, marks, decoded, li.value_ends, self.max_bytes)
+        compile_lane("cpu-warp", self.cache).mark(*marking, li.value_ends, 0, n)  # a warp a row, as on the device
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
-            self.fns.mark(*marking, li.value_ends, 0, n)
             fns.measure(*args, *rows, sizes)
             return _CpuPass(li, decoded, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
-        self.fns.mark(*marking, order, 1, n)
         self.fns.measure_ordered(*args, *rows, sizes, order)
         return _CpuPass(li, decoded, slots, (cs, ce, cv, cd), sizes, classes, order)
 

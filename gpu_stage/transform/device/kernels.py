@@ -267,8 +267,8 @@ def atomic_add(array, i, value):
 # text that the other lanes wrote (pass 1 decodes in place, then walks the decoded content), and only a barrier
 # orders those writes before the reads (a ballot synchronizes the lanes, not their memory).
 _WARP_FUNCTIONS = (
-    "lane_start", "lane_step", "ballot", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_bytes",
-    "warp_spaces", "warp_escapes", "first_bit",
+    "lane_start", "lane_step", "ballot", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_checked",
+    "warp_copy_bytes", "warp_spaces", "warp_escapes", "first_bit",
 )  # fmt: skip
 _WARP_SOURCE = """
 from numba import cuda, int64
@@ -324,6 +324,15 @@ def warp_copy(b, p, e, stop, starts, covered, out, q, limit):
         lane_put(out, q + below, width, value, escaped)
     cuda.syncwarp(FULL)
     return min(q + total, limit)
+
+
+def warp_copy_checked(b, p, e, stop, starts, covered, out, q):
+    lane = cuda.laneid
+    width, value, escaped, bad = lane_piece(b, p, e, lane, stop, starts, covered, True)
+    below, total = lane_sums(width, lane)
+    if width > 0:
+        lane_put(out, q + below, width, value, escaped)
+    return q + total, ballot(bad) != 0
 
 
 def warp_copy_bytes(src, s, out, q, n):

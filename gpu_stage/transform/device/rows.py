@@ -37,6 +37,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
     from gpu_stage.transform.device.record import (
         record_columns,
     )
+    from gpu_stage.transform.device.scan import LANE_STEPS
     from gpu_stage.transform.device.slots import (
         CONTENT,
         CONTENT_STATE,
@@ -54,6 +55,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         body,
         error_body,
     )
+    from gpu_stage.transform.device.warp import mark_strings_steps
 
 
 def _plain(fn: Any) -> Any:
@@ -161,7 +163,11 @@ def measure_row(
 
 @kernel
 def mark(b, marks, dec, vends, max_bytes, order, ordered, count):
-    """Each row's strings marked and decoded before pass 1: thread ``t`` on row ``order[t]`` (``t`` if not ordered)."""
+    """Each row's strings marked and decoded before pass 1: thread ``t`` on row ``order[t]`` (``t`` if not ordered).
+
+    In the warp build a warp a row (:func:`gpu_stage.transform.device.warp.mark_strings_steps`), what
+    the executors run whatever pass 1's order.
+    """
     t = lane_start()
     step = lane_step()
     while t < count:
@@ -169,7 +175,10 @@ def mark(b, marks, dec, vends, max_bytes, order, ordered, count):
         s = vends[r - 1] if r > 0 else 0
         e = vends[r]
         if e - s <= max_bytes:
-            mark_strings(b, marks, dec, s, e)
+            if LANE_STEPS:
+                mark_strings_steps(b, marks, dec, s, e)
+            else:
+                mark_strings(b, marks, dec, s, e)
         t += step
 
 

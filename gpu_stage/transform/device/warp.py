@@ -44,6 +44,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         utf8_len,
         utf8_width,
     )
+    from gpu_stage.transform.device.strings import MAX_SPAN
 
 
 def _plain(fn: Any) -> Any:
@@ -317,10 +318,27 @@ def copy_bytes_by_lanes(src, s, out, q, n):
         out[q + k] = src[s + k]
 
 
+@jit
+def copy_checked_by_lanes(b, p, e, stop, starts, covered, out, q):
+    """The step's pieces before ``stop`` written from ``out[q:]``, each lane's checked: ``(new q, invalid)``.
+
+    :func:`copy_by_lanes` and :func:`widths_by_lanes` in one: the strings pass decodes every string
+    and learns whether it is good in the same step (on the device a sum, a write each and a ballot).
+    """
+    invalid = False
+    for lane in range(LANES):
+        width, value, escaped, bad = lane_piece(b, p, e, lane, stop, starts, covered, True)
+        if width > 0:
+            q = lane_put(out, q, width, value, escaped)
+        invalid = invalid or bad
+    return q, invalid
+
+
 if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels.py)
     warp_marks = marks_by_lanes
     warp_widths = widths_by_lanes
     warp_copy = copy_by_lanes
+    warp_copy_checked = copy_checked_by_lanes
     warp_copy_bytes = copy_bytes_by_lanes
     warp_spaces = spaces_by_lanes
     warp_escapes = escapes_by_lanes
@@ -390,3 +408,61 @@ def decode_steps(src, s, length, out, q):
     a decoded byte, which bounds the reads.
     """
     return copy_steps(src, s, min(src.shape[0], s + 6 * length + 1), out, q, q + length)
+
+
+@jit
+def mark_strings_steps(b, t, dec, s, e):
+    """:func:`gpu_stage.transform.device.strings.mark_strings` 32 bytes a step: the same marks and decoded copy.
+
+    One thread a body, the strings pass diverges as its warp's bodies differ in length and in what
+    their strings hold; a warp a body, every step is the same for its 32 threads, and its reads and
+    writes are each one transaction. Outside strings a step copies the bytes up to the next quote;
+    each string is then read by :func:`mark_string_steps`. A string found bad ends at the first quote
+    that no escape covers, where ``mark_strings`` ends it at the first quote it reads as text: the
+    strings after one may be marked apart, but no walk goes past a string it refuses.
+    """
+    p = s
+    strings = 0
+    while p < e:
+        quotes, _, _ = warp_marks(b, p, e)
+        if quotes == 0:
+            warp_copy_bytes(b, p, dec, p, min(LANES, e - p))
+            p += LANES
+            continue
+        opened = p + first_bit(quotes)
+        warp_copy_bytes(b, p, dec, p, opened + 1 - p)
+        p, q, bad = mark_string_steps(b, opened, e, dec)
+        strings += 1
+        if p < 0:
+            t[opened] = 0
+            return strings
+        span = p - 1 - opened
+        t[opened] = 0 if bad or span > MAX_SPAN else span
+        t[p - 1] = q - opened - 1
+    return strings
+
+
+@jit
+def mark_string_steps(b, opened, e, dec):
+    """The string opened at ``opened`` decoded into ``dec[opened + 1:]``: ``(end, new q, bad)``; end -1 if unclosed.
+
+    A step of plain ASCII up to its stop is copied as it is; any other is decoded lane by lane, each
+    lane checking its byte as :func:`gpu_stage.transform.device.scan.scan_string` does.
+    """
+    p = opened + 1
+    q = p
+    bad = False
+    while p < e:
+        quotes, slashes, odd = warp_marks(b, p, e)
+        stop, starts, covered, after = string_step(b, p, e, quotes, slashes, odd)
+        if starts == 0 and (odd & ((1 << stop) - 1)) == 0:
+            n = min(stop, e - p)
+            warp_copy_bytes(b, p, dec, q, n)
+            q += n
+        else:
+            q, invalid = warp_copy_checked(b, p, e, stop, starts, covered, dec, q)
+            bad = bad or invalid
+        if stop != NO_STOP:
+            return p + stop + 1, q, bad
+        p = after
+    return -1, q, True

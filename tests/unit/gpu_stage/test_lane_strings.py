@@ -23,10 +23,25 @@ from bench.escape_corpus import escape_bodies
 from bench.real_corpus import generate
 from gpu_stage.transform.device.kernels import compile_lane
 
+MARKERS = {"cpu": "mark_strings", "cpu-warp": "mark_strings_steps"}
+"""Each build's strings pass: a thread a body, and a warp a body (what the executors run)."""
 
-@pytest.fixture(scope="module")
-def fns() -> Any:
-    return compile_lane("cpu")
+
+class _Build:
+    """A build's functions, its strings pass as ``mark_strings``."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.built = compile_lane(target)
+        self.mark_strings = getattr(self.built, MARKERS[target])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.built, name)
+
+
+@pytest.fixture(scope="module", params=sorted(MARKERS))
+def fns(request: pytest.FixtureRequest) -> Any:
+    return _Build(request.param)
 
 
 def _strings_crossed(fns: Any, b: Any, s: int, e: int) -> list[int]:
@@ -181,3 +196,26 @@ def test_a_string_longer_than_a_mark_holds_is_scanned(fns: Any) -> None:
     long_escaped = b'"' + b"\\n\\u00e9" * (MAX_SPAN // 4) + b'"'
     bodies = [b'{"k": ' + v + b', "n": "after"}' for v in (long_plain, long_escaped)]
     assert _check(fns, bodies) == 2 * 4
+
+
+def _marked(mark: Any, body: bytes) -> tuple[np.ndarray, np.ndarray]:
+    b = np.frombuffer(b"{}x" + body + b"\x00", dtype=np.uint8).copy()
+    marks = np.zeros(len(b), dtype=np.uint16)
+    decoded = np.zeros(len(b), dtype=np.uint8)
+    mark(b, marks, decoded, 3, 3 + len(body))
+    return marks, decoded
+
+
+def test_a_warp_a_body_marks_and_decodes_as_a_thread_a_body() -> None:
+    """On bodies whose every string is good, both strings passes write the same entries and the same bytes."""
+    one, steps = _Build("cpu"), _Build("cpu-warp")
+    bodies = list(generate(1500).values) + list(escape_bodies(800).values)
+    compared = 0
+    for body in bodies:
+        b = np.frombuffer(body, dtype=np.uint8)
+        if any(one.scan_string(b, p, len(b), True)[0] < 0 for p in _strings_crossed(one, b, 0, len(b))):
+            continue  # a string refused: the strings after it may be marked apart
+        for got, want in zip(_marked(steps.mark_strings, body), _marked(one.mark_strings, body), strict=True):
+            assert got.tobytes() == want.tobytes(), body
+        compared += 1
+    assert compared > 2000

@@ -5,7 +5,7 @@ build has (:data:`gpu_stage.transform.device.kernels._WARP_SOURCE`: ballots, the
 each lane's own share) are not what the CPU tests run. numba's simulator runs a kernel's threads
 as Python threads, but has no warp ballot; one is added here, made as numba's is (a signed 32-bit
 int), so a mask that the build forgets to make unsigned shows. First strings (scan and copy) and
-whitespace runs, then both passes of the lane a warp per row, the build's own kernels, on a few
+whitespace runs and the strings pass, then both passes of the lane a warp per row, the build's own kernels, on a few
 real-shaped bodies (one of each kind in :data:`KINDS`) against the native core's output. Run in
 a process of its own (``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported):
 ``python tests/unit/gpu_stage/warp_simulated.py STRINGS``; exits 1 with the first string,
@@ -61,6 +61,12 @@ def copy_kernel(b, s, e, o, q, out):
     end = copy_string(b, s, e, o, q)
     if cuda.laneid == 0:
         out[0] = end
+
+
+def mark_kernel(b, t, dec, e, out):
+    n = mark_strings_steps(b, t, dec, 0, e)
+    if cuda.laneid == 0:
+        out[0] = n
 
 
 def skip_kernel(b, p, e, out):
@@ -120,7 +126,7 @@ def main(count: int) -> int:
 
     one, ns = compile_lane("cpu"), vars(compile_lane("cuda-warp"))
     exec(_KERNELS, ns)
-    scan, copy, skip = (cuda.jit(ns[f"{name}_kernel"]) for name in ("scan", "copy", "skip"))
+    scan, copy, skip, mark = (cuda.jit(ns[f"{name}_kernel"]) for name in ("scan", "copy", "skip", "mark"))
     for run, fill in itertools.product((0, 1, 31, 32, 33, 64), (b" ", b" \r\n\t")):
         b = np.frombuffer(b"x" + (fill * run)[:run] + b"}", dtype=np.uint8).copy()
         for p, e in ((1, len(b)), (0, len(b)), (1, len(b) - 1), (1, 1 + run // 2)):
@@ -147,10 +153,26 @@ def main(count: int) -> int:
             if got[0] != q or out.tobytes() != want.tobytes():
                 print(f"copy differs: {text!r}")
                 return 1
+            if not _same_marks(one, mark, b"[" + text + b', "z\\n"]'):
+                return 1
     if not _same_passes(vars(compile_lane("cuda-warp"))):
         return 1
     print(f"the simulated warp build agrees on {len(strings)} strings, 12 whitespace runs and {len(KINDS)} bodies")
     return 0
+
+
+def _same_marks(one: Any, mark: Any, body: bytes) -> bool:
+    """The strings pass a warp a body against a thread a body, on a body whose strings are good."""
+    b = np.frombuffer(body, dtype=np.uint8).copy()
+    marks = [np.zeros(len(b), dtype=np.uint16) for _ in range(2)]
+    decoded = [np.zeros(len(b), dtype=np.uint8) for _ in range(2)]
+    count = np.zeros(1, dtype=np.int64)
+    mark[1, LANES](b, marks[0], decoded[0], len(b), count)
+    want = one.mark_strings(b, marks[1], decoded[1], 0, len(b))
+    if count[0] != want or marks[0].tobytes() != marks[1].tobytes() or decoded[0].tobytes() != decoded[1].tobytes():
+        print(f"strings pass differs: {body!r}")
+        return False
+    return True
 
 
 def _same_passes(ns: dict[str, Any]) -> bool:
@@ -166,7 +188,7 @@ def _same_passes(ns: dict[str, Any]) -> bool:
     def launch(kernel: Any) -> Any:  # one warp; the simulator copies every array back, so none may be read-only
         return lambda *args: kernel[1, LANES](*(_writable(a) for a in args))
 
-    simulated = SimpleNamespace(measure=launch(ns["measure"]), write=launch(ns["write"]))
+    simulated = SimpleNamespace(mark=launch(ns["mark"]), measure=launch(ns["measure"]), write=launch(ns["write"]))
     own = executor.compile_lane
     executor.compile_lane = lambda target, cache=None: simulated if target == "cpu-warp" else own(target, cache)
     settings = TransformSettings(max_record_bytes=1 << 20)
