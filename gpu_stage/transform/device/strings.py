@@ -27,6 +27,11 @@ this pass starts and crosses strings by the same rules, so every quote it stands
 here too. A walk over text that is not the body's (the decoded content) passes an empty ``t`` and
 scans bytes as before.
 
+The executors run this pass a warp per body: :func:`gpu_stage.transform.device.warp.mark_strings_steps`
+reads 32 bytes a step and leaves the same marks and decoded text for every string a walk crosses.
+Even with the same steps for every byte, one thread per body still diverged (a warp ran as long as
+its longest body); :func:`mark_strings` defines the marks, and the tests compare the warp's pass with it.
+
 Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
 """
 
