@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Parse generated bodies with the lane, then report its two passes' cache hits and misses (the
-# ordered kernels where the lane's default order makes one).
+# Parse generated bodies with the lane, then report the cache hits and misses of its strings pass
+# (the warp build's) and its two passes (the ordered kernels where the lane's default order makes one).
 PROBE = """
 import json, sys
 from pathlib import Path
@@ -24,7 +24,8 @@ backend = {backend}(settings)
 got = backend.parse(batch)
 fns = backend.lane.executor.fns
 passes = ("measure_ordered", "write_ordered") if settings.lane_order in ORDERED_LANES else ("measure", "write")
-stats = [getattr(fns, name).stats for name in passes]
+mark = backend.lane.executor.mark
+stats = [getattr(mark, "dispatcher", mark).stats] + [getattr(fns, name).stats for name in passes]
 print(json.dumps({{
     "hits": sum(sum(s.cache_hits.values()) for s in stats),
     "misses": sum(sum(s.cache_misses.values()) for s in stats),

@@ -195,6 +195,8 @@ class CpuExecutor(Executor):
         super().__init__()
         self.registers = registers
         self.fns = compile_lane("cpu", cache)
+        self.mark = compile_lane("cpu-warp", cache).mark
+        """The strings pass, a warp a row as on the device (the ``cpu-warp`` build's)."""
         self.cache = cache
         self.tables = tables
         self.max_bytes = max_bytes
@@ -242,7 +244,7 @@ class CpuExecutor(Executor):
         args += (cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
         marking = (values, marks, decoded, li.value_ends, self.max_bytes)
-        compile_lane("cpu-warp", self.cache).mark(*marking, li.value_ends, 0, n)  # a warp a row, as on the device
+        self.mark(*marking, li.value_ends, 0, n)
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
             fns.measure(*args, *rows, sizes)

@@ -13,11 +13,12 @@ pytest.importorskip("numba")
 
 def test_the_second_process_loads_the_kernels_the_first_compiled(tmp_path: Path) -> None:
     first = probe("cpu", tmp_path)
-    assert first["same"] and first["hits"] == 0 and first["misses"] == 2
-    folders = list(tmp_path.glob("lane-cpu-*"))
-    assert len(folders) == 1 and any(folders[0].rglob("*.nbi"))
+    assert first["same"] and first["hits"] == 0 and first["misses"] == 3  # the strings pass and both passes
+    folders = sorted(tmp_path.glob("lane-cpu-*"))
+    builds = [f.name.rsplit("-", 1)[0] for f in folders]  # the strings pass is the warp build's
+    assert builds == ["lane-cpu", "lane-cpu-warp"] and all(any(f.rglob("*.nbi")) for f in folders)
     assert str(first["module"]).startswith("gpu_stage.transform.device._compiled_cpu_")
 
     second = probe("cpu", tmp_path)
-    assert second["same"] and second["hits"] == 2 and second["misses"] == 0
-    assert list(tmp_path.glob("lane-cpu-*")) == folders
+    assert second["same"] and second["hits"] == 3 and second["misses"] == 0
+    assert sorted(tmp_path.glob("lane-cpu-*")) == folders
