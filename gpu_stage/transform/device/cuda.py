@@ -428,7 +428,7 @@ class CudaExecutor(Executor):
         args += a["content"]
         args += a["records"]
         marking = (values, marks, a["decoded"], value_ends, self.max_bytes)
-        self.mark(-(-n * WARP // MARK_THREADS), MARK_THREADS, stream, *marking, value_ends, 0, n)
+        self.mark(-(-n * WARP // MARK_THREADS), MARK_THREADS, stream, *marking, n)
         if self.lane_order == "warp":
             a["order"] = a["classes"] = None
             self._warp_kernel("measure", threads)(-(-n * WARP // threads), threads, stream, *args, sizes)

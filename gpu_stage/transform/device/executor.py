@@ -244,7 +244,7 @@ class CpuExecutor(Executor):
         args += (cs, ce, cv, cd)
         rows = (li.partitions, li.offsets, li.timestamps)
         marking = (values, marks, decoded, li.value_ends, self.max_bytes)
-        self.mark(*marking, li.value_ends, 0, n)
+        self.mark(*marking, n)
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
             fns.measure(*args, *rows, sizes)

@@ -162,16 +162,16 @@ def measure_row(
 
 
 @kernel
-def mark(b, marks, dec, vends, max_bytes, order, ordered, count):
-    """Each row's strings marked and decoded before pass 1: thread ``t`` on row ``order[t]`` (``t`` if not ordered).
+def mark(b, marks, dec, vends, max_bytes, count):
+    """Each row's strings marked and decoded before pass 1: thread ``t`` (a warp, in the warp build) on row ``t``.
 
-    In the warp build a warp a row (:func:`gpu_stage.transform.device.warp.mark_strings_steps`), what
-    the executors run whatever pass 1's order.
+    The executors run the warp build's (:func:`gpu_stage.transform.device.warp.mark_strings_steps`)
+    whatever pass 1's order: a warp takes its row 32 bytes at a step, so a row's length holds back
+    no other row and no order is asked for.
     """
-    t = lane_start()
+    r = lane_start()
     step = lane_step()
-    while t < count:
-        r = order[t] if ordered else t
+    while r < count:
         s = vends[r - 1] if r > 0 else 0
         e = vends[r]
         if e - s <= max_bytes:
@@ -179,7 +179,7 @@ def mark(b, marks, dec, vends, max_bytes, order, ordered, count):
                 mark_strings_steps(b, marks, dec, s, e)
             else:
                 mark_strings(b, marks, dec, s, e)
-        t += step
+        r += step
 
 
 @kernel
