@@ -178,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     add_lane_knobs(p)
     p.add_argument("--lane-order", choices=LANE_ORDERS, default=None,
                    help="which body each thread of pass 1 takes (default: the lane's)")  # fmt: skip
+    p.add_argument("--gpu-pool-bytes", type=int, default=None, help="GPU memory pool cap (default: the worker's)")
     p.add_argument("--out", type=Path, default=None, help="write the steps and the summary as JSON here")
     args = p.parse_args(argv)
-    backend: Any = make_backend("gpu", lane=lane_knobs(args))
+    backend: Any = make_backend("gpu", args.gpu_pool_bytes, lane=lane_knobs(args))
     if args.lane_order is not None:
         backend.lane.executor.lane_order = args.lane_order
     timeline = Timeline(backend.lane.executor)

@@ -62,13 +62,14 @@ _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-
 
 LANE_KNOBS = (
     "write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads", "measure_registers",
-    "write_registers", "write_warp",
+    "write_registers", "write_warp", "slots",
 )  # fmt: skip
 """The device lane's executor attributes a run may set: its output piece (0: a batch's output in one
 piece), its byte buffers' headroom (0: none; see ``gpu_lane.capacity``), the streams pass 2 writes its
 pieces on (``gpu_lane.WRITE_STREAMS``), each pass's threads per block (``gpu_lane.THREADS``), each
-pass's register cap per thread (the kernel compiled anew under it), and whether pass 2 gives each row
-a warp (1) as ``--lane-order warp`` does pass 1, or a thread (0)."""
+pass's register cap per thread (the kernel compiled anew under it), whether pass 2 gives each row
+a warp (1) as ``--lane-order warp`` does pass 1, or a thread (0), and the batches a stream keeps on
+the device at once (``Executor.slots``)."""
 
 
 def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, int | None] | None = None) -> Backend:
@@ -160,6 +161,13 @@ def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="1: the lane's pass 2 gives each row a warp, its strings copied 32 bytes a step (rows as they came); "
         "0: a thread (the lane's own)",
+    )
+    parser.add_argument(
+        "--lane-slots",
+        type=int,
+        default=None,
+        dest="slots",
+        help="batches the device lane's stream keeps on the device at once (default: the lane's)",
     )
 
 

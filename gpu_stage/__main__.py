@@ -63,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gpu_min_batch=settings.gpu_min_batch,
             lane_order=settings.lane_order,
             lane_registers=settings.lane_registers,
+            lane_slots=settings.lane_slots,
             device_wait=settings.device_wait,
         )
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)

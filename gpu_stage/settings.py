@@ -15,6 +15,8 @@ from gpu_stage.transform.api import (
     LANE_ORDERS,
     LANE_REGISTERS,
     LANE_REGISTERS_DEFAULT,
+    LANE_SLOTS,
+    LANE_SLOTS_DEFAULT,
     DeviceWait,
     LaneOrder,
     default_kernel_cache,
@@ -88,6 +90,7 @@ class WorkerSettings:
     gpu_min_batch: int = 2_000
     lane_order: LaneOrder = "balanced"
     lane_registers: int = LANE_REGISTERS_DEFAULT
+    lane_slots: int = LANE_SLOTS_DEFAULT
     device_wait: DeviceWait = "driver"
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
@@ -297,6 +300,17 @@ def parser() -> argparse.ArgumentParser:
     )
     env_option(
         w,
+        "--lane-slots",
+        "GPU_STAGE_LANE_SLOTS",
+        default=_default("lane_slots"),
+        type=Bounded(int, *LANE_SLOTS),
+        help="gpu backend: batches the device lane keeps on the device at once, each with buffers of its own "
+        "(about four times the batch's bytes). 2: one batch's pass 2 beside the next one's pass 1; 3 or 4: "
+        "further batches copied in and parsed ahead, so that the device has work while the host hands a "
+        "batch on. The output is the same",
+    )
+    env_option(
+        w,
         "--device-wait",
         "GPU_STAGE_DEVICE_WAIT",
         default=_default("device_wait"),
@@ -451,6 +465,7 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         gpu_min_batch=args.gpu_min_batch,
         lane_order=args.lane_order,
         lane_registers=args.lane_registers,
+        lane_slots=args.lane_slots,
         device_wait=args.device_wait,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,

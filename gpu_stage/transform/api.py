@@ -35,6 +35,9 @@ LANE_REGISTERS = (32, 255)
 """The register caps :attr:`TransformSettings.lane_registers` takes besides 0 (a thread holds at most 255)."""
 LANE_REGISTERS_DEFAULT = 96
 """Pass 1's register cap by default: 5 blocks of its threads resident per SM instead of 3 (Hopper)."""
+LANE_SLOTS = (2, 4)
+"""How many batches the device lane keeps on the device at once (:attr:`TransformSettings.lane_slots`)."""
+LANE_SLOTS_DEFAULT = 2
 DeviceWait = Literal["driver", "poll", "block"]
 DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll", "block")
 """How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""
@@ -79,6 +82,13 @@ class TransformSettings:
     blocks) the device lane took real-shaped bodies at 1.06x and ~1 KB generated bodies at 1.04x of
     the compiler's choice, each pair in one run (``docs/performance.md``). Each cap is a build of its
     own, compiled once into the kernel cache. The output is the same whichever."""
+    lane_slots: int = LANE_SLOTS_DEFAULT
+    """Batches the device lane keeps on the device at once, each with a CUDA stream and buffers of
+    its own (GPU backend, packed streams; 2 to 4). With two, one batch's pass 2 runs beside the
+    next one's pass 1, and the device waits while the feeding thread turns a batch's sizes into its
+    pass 2 and copies the next batch in. A third slot queues another batch's copy in and pass 1
+    ahead, so the device has work meanwhile, for one more slot's buffers (about the batch's bytes
+    four times over). The output is the same whichever."""
     device_wait: DeviceWait = "driver"
     """How the device lane's feeding thread waits for a batch's passes (GPU backend): ``driver``, the
     CUDA driver's own wait, which spins on a core while the host has more cores than CUDA contexts;

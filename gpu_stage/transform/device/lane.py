@@ -64,6 +64,7 @@ class LaneTransform:
         self.executor = executor(tables, settings.max_record_bytes, settings.kernel_cache, settings.lane_registers)
         self.executor.lane_order = settings.lane_order
         self.executor.device_wait = settings.device_wait
+        self.executor.slots = settings.lane_slots
         self.taken_rows = 0
         self.rows = 0
         self.min_rows = settings.gpu_min_batch

@@ -1,4 +1,4 @@
-"""The device lane over packed batches, in two slots: no Python object per record, no merge copy.
+"""The device lane over packed batches, in a few slots: no Python object per record, no merge copy.
 
 A :class:`~gpu_stage.transform.packed.PackedBatch` already holds its values, keys and headers back to back, so
 each reaches the device with one transfer: straight from its own buffer when that is one of the
@@ -16,19 +16,22 @@ per record on the host. Per batch:
    whole output into a pooled page-locked buffer.
 4. ``finish``: wait for that copy; the native core's rows go into the gaps left for them.
 
-:meth:`PackedLane.stream` keeps batches in flight in two slots. Batch k+2 is queued into batch k's
-slot as soon as k's pass 2 is: the slot's stream runs its copy in right after that pass 2 (which
-still reads k's values), so the device never waits for this thread to come back from batch k. Then
-batch k+1's pass 2 is queued (the device runs it after k's: they share the output buffer), and
-only then does this thread wait, for k+2's pass 1 (whose rows the native core then does on its own
-native thread) and for k's output. The output is byte-identical to the native core on the same records
-(the tests hold it so).
+:meth:`PackedLane.stream` keeps batches in flight in S slots (:attr:`Executor.slots`, two by
+default). Batch k+S is queued into batch k's slot as soon as k's pass 2 is: the slot's stream runs
+its copy in right after that pass 2 (which still reads k's values), so the device never waits for
+this thread to come back from batch k. Then batch k+1's pass 2 is queued (the device runs it after
+k's: they share the output buffer), and only then does this thread wait, for k+2's pass 1 (whose
+rows the native core then does on its own native thread) and for k's output. With three slots or
+more, batches k+3 … have their copy in and pass 1 queued too: the device runs them while this
+thread turns k+2's sizes into its pass 2. The output is byte-identical to the native core on the
+same records (the tests hold it so).
 """
 
 from __future__ import annotations
 
 import bisect
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,20 +167,34 @@ class PackedLane:
         job = self._next(source, 0)
         if job is None:
             return
-        upcoming = self._next(source, (job.slot + 1) % self.executor.SLOTS)
+        queued = self._fill(source)
         self._middle(job, self._rest_of(self._rest_rows(self._measured(job))))
+        upcoming = queued.popleft() if queued else None
         rest = None if upcoming is None else self._rest_rows(self._measured(upcoming))
         while job is not None:
-            # Batch k's pass 2 is queued; batch k+1's pass 1 is done and the native core has its rows.
-            # Batch k+2 goes into k's slot now: its stream runs k+2's copy in right after k's pass 2,
-            # with no wait for this thread, and k+1's pass 2 is queued before this thread waits for
-            # anything of k+2's (the device runs it right after k's).
+            # Batch k's pass 2 is queued; batch k+1's pass 1 is done and the native core has its rows;
+            # batches k+2 … k+S-1 have pass 1 queued. Batch k+S goes into k's slot now: its stream runs
+            # k+S's copy in right after k's pass 2, with no wait for this thread, and k+1's pass 2 is
+            # queued before this thread waits for anything of k+2's.
             after = self._next(source, job.slot)
+            if after is not None:
+                queued.append(after)
             if upcoming is not None and rest is not None:
                 self._middle(upcoming, self._rest_of(rest))
-            rest = None if after is None else self._rest_rows(self._measured(after))
+            following = queued.popleft() if queued else None
+            rest = None if following is None else self._rest_rows(self._measured(following))
             yield self._finish(job)
-            job, upcoming = upcoming, after
+            job, upcoming = upcoming, following
+
+    def _fill(self, source: Iterator[PackedBatch]) -> deque[_Job]:
+        """Batches 1 … S-1 of a stream, each queued into a slot of its own behind batch 0 (S: the executor's slots)."""
+        queued: deque[_Job] = deque()
+        for slot in range(1, self.executor.slots):
+            ahead = self._next(source, slot)
+            if ahead is None:
+                break
+            queued.append(ahead)
+        return queued
 
     def _rest_of(self, rest: tuple[I64, NativeRun]) -> tuple[I64, Packed]:
         """The native core's result for a batch's other rows, once its thread has it.

@@ -88,6 +88,70 @@ def test_packed_stream_of_batches_of_every_size(overlap: bool, in_place: bool) -
     assert taken == at  # the error bodies' dead letters included
 
 
+class _Recording(CpuExecutor):
+    """The CPU executor, each call logged as (step, batch): the order a stream queues a batch's passes in."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.calls: list[tuple[str, int]] = []
+        self._batches: dict[int, int] = {}
+
+    def submit(self, li: Any, n: int, slot: int) -> Any:
+        handle = super().submit(li, n, slot)
+        self._batches[id(handle)] = int(li.offsets[0])
+        self.calls.append((f"submit@{slot}", int(li.offsets[0])))
+        return handle
+
+    def sizes(self, handle: Any) -> Any:
+        self.calls.append(("sizes", self._batches[id(handle)]))
+        return super().sizes(handle)
+
+    def submit_write(self, handle: Any, *args: Any) -> None:
+        self.calls.append(("write", self._batches[id(handle)]))
+        super().submit_write(handle, *args)
+
+
+@pytest.mark.parametrize("slots", [2, 3, 4])
+def test_a_stream_keeps_as_many_batches_as_slots_on_the_device(slots: int) -> None:
+    """Batch k goes into slot k mod S, only after the batch before it there has its pass 2 queued.
+
+    And before this thread waits for a batch's pass 1, the S - 1 batches after the one whose pass 2
+    is queued have their pass 1 queued too (fewer at the stream's end); the output is the native
+    core's whichever the slots.
+    """
+    lane = LaneTransform(replace(WIDE, lane_slots=slots), _Recording)
+    executor = lane.executor
+    assert isinstance(executor, _Recording) and executor.slots == slots
+    values = synth.bodies(700)
+    raws = [synth.batch(values[i : i + 100], first_offset=i) for i in range(0, 700, 100)]
+    assert _run_packed(lane, NativeBackend(WIDE), raws) > 0
+    batch = {i: k for k, i in enumerate(range(0, 700, 100))}  # first offset -> batch number
+    calls = [(step, batch[first]) for step, first in executor.calls]
+    at = {call: i for i, call in enumerate(calls)}
+    for k in range(len(raws)):
+        assert (f"submit@{k % slots}", k) in at
+        if k >= slots:
+            assert at[("write", k - slots)] < at[(f"submit@{k % slots}", k)]
+    for k in range(1, len(raws)):
+        queued = {b for step, b in calls[: at[("sizes", k)]] if step.startswith("submit")}
+        assert max(queued) == min(k + slots - 2, len(raws) - 1)
+
+
+def test_the_lane_slots_are_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2 by default, 2 to 4 by a flag or its env var; anything else one line naming both."""
+    from gpu_stage.settings import parse
+
+    assert parse([])[1].lane_slots == TransformSettings().lane_slots == 2
+    assert parse(["--lane-slots", "3"])[1].lane_slots == 3
+    monkeypatch.setenv("GPU_STAGE_LANE_SLOTS", "4")
+    assert parse([])[1].lane_slots == 4
+    for bad in ("1", "5", "two"):
+        monkeypatch.setenv("GPU_STAGE_LANE_SLOTS", bad)
+        with pytest.raises(ConfigError) as refused:
+            parse([])
+        assert str(refused.value).startswith("GPU_STAGE_LANE_SLOTS (--lane-slots) must be an integer in [2, 4]")
+
+
 def test_a_batch_packed_into_an_input_buffer_goes_to_the_device_from_there() -> None:
     """Every column of a batch packed into the lane's input buffer is read in place (no staging copy)."""
     lane = WIDE_PAIR[0].packed
