@@ -174,6 +174,9 @@ def run_backends(args: argparse.Namespace, values: list[bytes]) -> tuple[list[di
                 resources = getattr(executor, "kernel_resources", None)  # a CUDA build's code bytes and registers
                 if resources is not None:
                     main_runs[-1]["kernels"] = resources()
+                held = getattr(executor, "device_bytes", None)  # the lane's device buffers after the run
+                if held is not None:
+                    main_runs[-1]["device_bytes"] = held()
                 print(f"  {main_runs[-1]['engine']}: {main_runs[-1]['records_per_s']:,.0f} records/s", flush=True)
                 sweep += [_as_order(point, order) for point in _sweep(args, backend, values, settings, packed)]
     return main_runs, sweep

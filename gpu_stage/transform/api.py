@@ -37,7 +37,7 @@ LANE_REGISTERS_DEFAULT = 96
 """Pass 1's register cap by default: 5 blocks of its threads resident per SM instead of 3 (Hopper)."""
 LANE_SLOTS = (2, 4)
 """How many batches the device lane keeps on the device at once (:attr:`TransformSettings.lane_slots`)."""
-LANE_SLOTS_DEFAULT = 2
+LANE_SLOTS_DEFAULT = 3
 DeviceWait = Literal["driver", "poll", "block"]
 DEVICE_WAITS: tuple[DeviceWait, ...] = ("driver", "poll", "block")
 """How the GPU backend's feeding thread waits for the device (:attr:`TransformSettings.device_wait`)."""

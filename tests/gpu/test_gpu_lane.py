@@ -426,12 +426,13 @@ def test_rows_by_length_or_as_they_came_give_the_same_bytes(order: str) -> None:
             assert_same_result(native.parse(raw), got)
 
 
-@pytest.mark.parametrize("write_warp", [0, 1])
+@pytest.mark.parametrize(("pass_1", "write_warp"), [("warp", 0), ("warp", 1), ("balanced", 1)])
 @pytest.mark.parametrize("kind", ["real", "escapes"])
-def test_a_warp_per_row_gives_the_native_cores_bytes(kind: str, write_warp: int) -> None:
+def test_a_warp_per_row_gives_the_native_cores_bytes(kind: str, pass_1: str, write_warp: int) -> None:
     """``warp`` on 100 k real-shaped bodies and 100 k bodies full of escapes, in 10 k batches, pass 2
-    a thread or a warp per row: the warp's ballots (the CPU build runs its lanes one after another)
-    write the native core's bytes, and pass 1 gives each row the size one thread per row gives it.
+    a thread or a warp per row (and a warp per row after ``balanced``): the warp's ballots (the CPU
+    build runs its lanes one after another) write the native core's bytes, and pass 1 gives each row
+    the size one thread per row gives it.
     """
     from dataclasses import replace
 
@@ -440,7 +441,7 @@ def test_a_warp_per_row_gives_the_native_cores_bytes(kind: str, write_warp: int)
     from gpu_stage.transform.device.lane import LaneTransform
 
     values = (real_corpus.generate(100_000) if kind == "real" else escape_corpus.escape_bodies(100_000)).values
-    warp = LaneTransform(replace(WIDE, lane_order="warp"), CudaExecutor)
+    warp = LaneTransform(replace(WIDE, lane_order=pass_1), CudaExecutor)
     warp.executor.write_warp = write_warp
     one_thread = LaneTransform(WIDE, CudaExecutor)
     native = NativeBackend(WIDE)

@@ -47,7 +47,7 @@ launched with :data:`THREADS` threads per block: three per batch for pass 1, and
 pass 2 where its output comes in several pieces; ``balanced`` adds ``deal_rows`` to each three.
 ``arrival`` launches none."""
 _MAX_VIEWS = 256
-WRITE_PIECE_BYTES = 12 << 20
+WRITE_PIECE_BYTES = 0
 """Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
 eight pieces), large enough that a piece's launch, copy and events stay rare on the feeding thread.
 Two buffers of it hold 3.94x a 100 k batch's bytes with everything else the lane keeps on the device
@@ -535,7 +535,8 @@ class CudaExecutor(Executor):
         a, stream, n = handle.arrays, handle.stream, handle.n
         device_starts = self._put(f"{handle.index}.starts", starts, stream)
         bounds = piece_rows(pieces, offsets, rows, n)
-        if bounds is not None and len(pieces) > 1 and a["order"] is not None:
+        order = None if self.write_warp else a["order"]  # a warp per row: the rows as they came
+        if bounds is not None and len(pieces) > 1 and order is not None:
             self._piece_order(handle, bounds)
         firsts = [0] * len(pieces) if bounds is None else bounds[:-1].tolist()
         lasts = [n] * len(pieces) if bounds is None else bounds[1:].tolist()
@@ -552,13 +553,13 @@ class CudaExecutor(Executor):
             self._freed[b].wait(writer)
             first, last = firsts[at], lasts[at]
             blocks = -(-(last - first) // threads)
-            if a["order"] is None and self.write_warp:
+            if self.write_warp:
                 launch = self._warp_kernel("write", threads)
                 launch(blocks * WARP, threads, writer, *args, first, last, lo, hi, buffers[b])
-            elif a["order"] is None:
+            elif order is None:
                 self.write(blocks, threads, writer, *args, first, last, lo, hi, buffers[b])
             else:
-                self.write_ordered(blocks, threads, writer, *args, a["order"], first, last, lo, hi, buffers[b])
+                self.write_ordered(blocks, threads, writer, *args, order, first, last, lo, hi, buffers[b])
             self._written[b].record(writer)
             self._written[b].wait(copies)
             self._copy_out(buffers[b], out[lo:hi], copies)

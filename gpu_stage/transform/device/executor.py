@@ -100,8 +100,9 @@ class Executor:
     """How :meth:`sizes` and :meth:`wait` wait for the device (``TransformSettings.device_wait``, set
     by the lane; see :func:`wait_for`). Nothing to wait for on the CPU."""
     write_warp = 0
-    """1: pass 2 gives each row a warp, from the ``-warp`` build, unless the rows go by ``length``
-    (:mod:`gpu_stage.transform.device.warp`); 0: a thread per row. The output is the same."""
+    """1: pass 2 gives each row a warp, from the ``-warp`` build (:mod:`gpu_stage.transform.device.warp`),
+    the rows as they came whatever pass 1's order; 0: a thread per row, in pass 1's order. The output
+    is the same."""
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
     as they came; ``length``, rows of like body length side by side, and ``balanced``, the same rows
@@ -269,7 +270,8 @@ class CpuExecutor(Executor):
         li, t, n = handle.li, self.tables, len(starts)
         pieces = write_pieces(offsets, self.write_piece_bytes)
         bounds = piece_rows(pieces, offsets, rows, n)
-        order, classes = handle.order, handle.classes
+        # A warp per row takes its piece's rows as they came: a row's length holds back no other row.
+        order, classes = (None, None) if self.write_warp else (handle.order, handle.classes)
         if order is not None and classes is not None and bounds is not None and len(pieces) > 1:
             self.piece_order(classes, bounds, order)
         keys, _, _, headers, _ = li.record_columns()

@@ -138,11 +138,11 @@ def test_a_stream_keeps_as_many_batches_as_slots_on_the_device(slots: int) -> No
 
 
 def test_the_lane_slots_are_checked_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
-    """2 by default, 2 to 4 by a flag or its env var; anything else one line naming both."""
+    """3 by default, 2 to 4 by a flag or its env var; anything else one line naming both."""
     from gpu_stage.settings import parse
 
-    assert parse([])[1].lane_slots == TransformSettings().lane_slots == 2
-    assert parse(["--lane-slots", "3"])[1].lane_slots == 3
+    assert parse([])[1].lane_slots == TransformSettings().lane_slots == 3
+    assert parse(["--lane-slots", "2"])[1].lane_slots == 2
     monkeypatch.setenv("GPU_STAGE_LANE_SLOTS", "4")
     assert parse([])[1].lane_slots == 4
     for bad in ("1", "5", "two"):

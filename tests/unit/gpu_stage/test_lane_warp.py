@@ -164,7 +164,7 @@ def test_pass_2_decodes_a_numbers_text_to_its_length() -> None:
 
 @pytest.fixture(scope="module")
 def lanes() -> tuple[LaneTransform, LaneTransform]:
-    """The lane in ``warp`` order and in ``arrival`` (one thread per row), both compiled for the CPU."""
+    """The lane in ``warp`` order and in ``balanced`` (one thread per row), both compiled for the CPU."""
     return LaneTransform(replace(WIDE, lane_order="warp"), CpuExecutor), LaneTransform(WIDE, CpuExecutor)
 
 
@@ -180,20 +180,27 @@ def test_pass_1_in_warps_gives_the_native_cores_bytes(lanes: tuple[LaneTransform
     assert warp.measure(batch).tolist() == one_thread.measure(batch).tolist()
 
 
+@pytest.mark.parametrize("pass_1", ["warp", "balanced"])
 @pytest.mark.parametrize("piece_bytes", [0, 64 << 10])
 @pytest.mark.parametrize("kind", ["real", "escapes"])
 def test_pass_2_in_warps_gives_the_native_cores_bytes(
-    lanes: tuple[LaneTransform, LaneTransform], kind: str, piece_bytes: int
+    lanes: tuple[LaneTransform, LaneTransform], kind: str, piece_bytes: int, pass_1: str
 ) -> None:
-    """Both passes a warp per row (``write_warp``), the output in one piece and in pieces of 64 KiB."""
+    """Pass 2 a warp per row (``write_warp``), the output in one piece and in pieces of 64 KiB.
+
+    After pass 1 a warp per row, and after pass 1 a thread per row in ``balanced`` order, whose
+    rows pass 2 then takes as they came.
+    """
     made = real_corpus.generate(2000, seed=5) if kind == "real" else escape_corpus.escape_bodies(2000, 12)
     batch = synth.batch(made.values, first_offset=7)
-    warp, _ = lanes
+    warp = lanes[0] if pass_1 == "warp" else lanes[1]
+    assert warp.executor.lane_order == pass_1
+    own = warp.executor.write_warp, warp.executor.write_piece_bytes
     warp.executor.write_warp, warp.executor.write_piece_bytes = 1, piece_bytes
     try:
         _assert_same(NativeBackend(WIDE).parse(batch), warp.parse(batch))
     finally:
-        warp.executor.write_warp, warp.executor.write_piece_bytes = 0, 0
+        warp.executor.write_warp, warp.executor.write_piece_bytes = own
 
 
 def test_the_cuda_warp_build_replaces_each_lane_by_lane_part() -> None:
