@@ -305,7 +305,7 @@ def parser() -> argparse.ArgumentParser:
         default=_default("lane_slots"),
         type=Bounded(int, *LANE_SLOTS),
         help="gpu backend: batches the device lane keeps on the device at once, each with buffers of its own "
-        "(about four times the batch's bytes). 2: one batch's pass 2 beside the next one's pass 1; 3 or 4: "
+        "(about five times the batch's bytes). 2: one batch's pass 2 beside the next one's pass 1; 3 or 4: "
         "further batches copied in and parsed ahead, so that the device has work while the host hands a "
         "batch on. The output is the same",
     )

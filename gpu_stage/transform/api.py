@@ -84,11 +84,11 @@ class TransformSettings:
     own, compiled once into the kernel cache. The output is the same whichever."""
     lane_slots: int = LANE_SLOTS_DEFAULT
     """Batches the device lane keeps on the device at once, each with a CUDA stream and buffers of
-    its own (GPU backend, packed streams; 2 to 4). With two, one batch's pass 2 runs beside the
-    next one's pass 1, and the device waits while the feeding thread turns a batch's sizes into its
-    pass 2 and copies the next batch in. A third slot queues another batch's copy in and pass 1
-    ahead, so the device has work meanwhile, for one more slot's buffers (about the batch's bytes
-    four times over). The output is the same whichever."""
+    its own (GPU backend, packed streams; 2 to 4, 3 by default). With two, one batch's pass 2 runs
+    beside the next one's pass 1, and the device waits while the feeding thread turns a batch's
+    sizes into its pass 2 and copies the next batch in. A third slot queues another batch's copy in
+    and pass 1 ahead, so the device has work meanwhile, for one more slot's buffers (about five times
+    the batch's bytes). The output is the same whichever."""
     device_wait: DeviceWait = "driver"
     """How the device lane's feeding thread waits for a batch's passes (GPU backend): ``driver``, the
     CUDA driver's own wait, which spins on a core while the host has more cores than CUDA contexts;

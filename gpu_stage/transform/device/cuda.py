@@ -3,10 +3,11 @@
 Per batch: the packed values, keys and headers, their ends and the record columns go to the device
 (one copy, from page-locked memory); ``mark`` (a warp per body) marks and decodes each body's
 strings into buffers of their own, then ``measure`` (a thread per body) walks each body and writes its
-row's size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output in
-pieces of a few MiB through two device buffers in turn, each piece copied back into one host buffer
-on a stream of its own while the next piece is written. Each slot (a batch in flight) has its own
-CUDA stream and buffers, so one batch's copies and kernels can run while the host finishes another.
+row's size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output,
+by default in one piece (or in pieces through two device buffers in turn, each piece copied back
+into one host buffer on a stream of its own while the next piece is written). Each slot (a batch in
+flight) has its own CUDA stream and buffers, so one batch's copies and kernels run while another's
+do and while the host finishes a third.
 Buffers grow to the largest batch seen (byte buffers with a little headroom) and are reused, so a
 steady stream of batches allocates nothing. Importing this module needs numba-cuda (it ships with
 cuDF); nothing runs until :class:`CudaExecutor` is built.
@@ -48,10 +49,12 @@ pass 2 where its output comes in several pieces; ``balanced`` adds ``deal_rows``
 ``arrival`` launches none."""
 _MAX_VIEWS = 256
 WRITE_PIECE_BYTES = 0
-"""Pass 2's largest output piece: small against a large batch's output (100 k 1 KB rows write ~90 MB,
-eight pieces), large enough that a piece's launch, copy and events stay rare on the feeding thread.
-Two buffers of it hold 3.94x a 100 k batch's bytes with everything else the lane keeps on the device
-(3.91x with 11.25 MiB pieces, 3.85x with one 16 MiB buffer; H200 host)."""
+"""Pass 2's largest output piece; 0: a batch's output in one piece, one launch. A piece's launch has
+a thread for each of its rows only, and on real-shaped bodies a 12 MiB piece holds about 12 k rows:
+too few to fill the device, so the pieces' launches, one after another, made pass 2 of a 100 k batch
+take about 27 ms of device time beside the next batch's pass 1, and one piece about 11 ms (H100
+timeline). In one piece the device holds two of a batch's outputs (:data:`OUT_BUFFERS`) rather than
+two pieces: about the batch's bytes again, against the five times them each slot holds."""
 OUT_BUFFERS = 2
 """Pass 2's pieces take turns in this many device buffers: a piece's copy out runs on the copy
 stream while the next piece is written on the slot's stream, so the device's copy engine and its
@@ -62,7 +65,8 @@ WRITE_STREAMS = 1
 one per output buffer, so that two pieces are written at once (each piece's kernel is latency-bound:
 a 12 MiB piece keeps about three warps per SM busy)."""
 PIECES_AT_LEAST = 6
-"""A smaller output is cut into about this many pieces (none under :data:`MIN_PIECE_BYTES`): the
+"""With pieces (:attr:`CudaExecutor.write_piece_bytes` > 0), a smaller output is cut into about this
+many pieces (none under :data:`MIN_PIECE_BYTES`): the
 device's :data:`OUT_BUFFERS` then hold a third of it, not all of it; at 10 k 1 KB rows a batch's
 output is about as large as its input, so one piece would hold a batch's worth of device memory on
 its own. Six keep a 10 k batch at 3.98x its bytes on the device (four: 4.14x)."""

@@ -92,10 +92,10 @@ class Executor:
 
     slots = 2
     """Batches a stream keeps on the device at once, each in a slot of its own (stream and buffers;
-    ``TransformSettings.lane_slots``, set by the lane). Two: one batch's pass 2 runs while the next
-    one's pass 1 does. Three: another batch's copy in and pass 1 are queued as well, so that the
-    device has work while this thread turns a batch's sizes into its pass 2, at the price of one
-    more slot's buffers on the device."""
+    ``TransformSettings.lane_slots``, 3 by default, set by the lane). Two: one batch's pass 2 runs
+    while the next one's pass 1 does. Three: another batch's copy in and pass 1 are queued as well,
+    so that the device has work while this thread turns a batch's sizes into its pass 2, at the
+    price of one more slot's buffers on the device."""
     device_wait: DeviceWait = "driver"
     """How :meth:`sizes` and :meth:`wait` wait for the device (``TransformSettings.device_wait``, set
     by the lane; see :func:`wait_for`). Nothing to wait for on the CPU."""
