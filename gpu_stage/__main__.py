@@ -13,7 +13,7 @@ from gpu_stage import metrics
 from gpu_stage.runtime import tune_process, warm_up
 from gpu_stage.settings import WorkerSettings, parse
 from gpu_stage.transform.api import TransformSettings
-from gpu_stage.transform.backends import choose
+from gpu_stage.transform.backends import choose, gpu_unusable_reason
 from gpu_stage.worker import MAX_MESSAGE_BYTES, Worker
 from jobs.typed_table import ReadRange, TopicSource, typed_table_ddl, without_secrets
 from llmpipe.errors import ConfigError, FencedError, PipelineError
@@ -66,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lane_slots=settings.lane_slots,
             device_wait=settings.device_wait,
         )
+        if settings.backend == "auto" and gpu_unusable_reason() is None:  # it will choose the GPU
+            settings.check_lane_memory(record.content_schema)
         backend = choose(settings.backend, transform, settings.gpu_pool_bytes)
         if backend.name == "gpu" and settings.gpu_min_batch:
             log.info("batches (parse chunks) under %d records parse on the native core (--gpu-min-batch)",

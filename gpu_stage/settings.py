@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -120,12 +120,26 @@ class WorkerSettings:
     plain Avro). Not in the repr: its user info may hold a password."""
 
     @property
-    def warm_up_batch(self) -> int:
-        """Records in the warm-up batch: as set, or as many as one parse call sees (0: no warm-up)."""
-        if self.warm_up_records is not None:
-            return self.warm_up_records
+    def parse_records(self) -> int:
+        """Records one parse call sees at most: ``--batch-records``, or a nonzero ``--parse-chunk-records`` if fewer."""
         chunk = self.parse_chunk_records
         return min(self.batch_records, chunk) if chunk else self.batch_records
+
+    @property
+    def warm_up_batch(self) -> int:
+        """Records in the warm-up batch: as set, or as many as one parse call sees (0: no warm-up)."""
+        return self.parse_records if self.warm_up_records is None else self.warm_up_records
+
+    def check_lane_memory(self, content_schema: Mapping[str, Any]) -> None:
+        """Refuse batches whose device lane buffers would not fit ``--gpu-pool-bytes`` (gpu backend).
+
+        A parse call's batch holds at most ``--batch-bytes`` and :attr:`parse_records` records; the
+        lane keeps ``--lane-slots`` of them (:mod:`gpu_stage.transform.device.memory`).
+        """
+        from gpu_stage.transform.device.memory import check_lane_fits  # the device lane's package, on demand
+
+        nprops = len(content_schema.get("properties") or {})
+        check_lane_fits(self.batch_bytes, self.parse_records, self.lane_slots, nprops, self.gpu_pool_bytes)
 
 
 def _default(name: str) -> Any:
@@ -437,11 +451,12 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
     """Build and check the settings (each value's range was checked as it was parsed).
 
     The content schema is loaded here, before any backend is built or Kafka is asked, so a bad one
-    fails at once; ``main`` loads it again from the loader's cache.
+    fails at once; ``main`` loads it again from the loader's cache. With ``--backend gpu`` the device
+    lane's buffers are checked against the GPU memory pool here too.
     """
     check_kafka_options(args)
-    load_content_schema(args.content_schema, "--content-schema")
-    return WorkerSettings(
+    schema = load_content_schema(args.content_schema, "--content-schema")
+    settings = WorkerSettings(
         kafka=KafkaSettings.from_args(args),
         raw_topic=args.raw_topic,
         typed_base=args.typed_topic,
@@ -480,6 +495,9 @@ def from_args(args: argparse.Namespace) -> WorkerSettings:
         producer_config=client_config(args.producer_config, "--producer-config", REFUSED_PRODUCER_KEYS),
         schema_registry_url=args.schema_registry_url,
     )
+    if settings.backend == "gpu":  # "auto" is checked once it has chosen the GPU (see main)
+        settings.check_lane_memory(schema)
+    return settings
 
 
 def _kernel_cache(option: str | None) -> Path | None:
