@@ -1,7 +1,7 @@
 """The device lane: raw bodies → Avro datums in two kernel passes, one CUDA thread per body.
 
 Host side: ``lane`` (:class:`LaneTransform`: a batch through the lane plus the native core for the
-bodies it leaves), ``packed`` (batches in a stream, two in flight), ``cuda`` (the CUDA executor),
+bodies it leaves), ``packed`` (batches in a stream, a few in flight), ``cuda`` (the CUDA executor),
 ``executor`` (the executor interface and the CPU one the tests use), ``columns``, ``tables``,
 ``merge``, ``kernels`` (compiles the kernel sources), ``launch`` (kernel launch without numba's
 per-call overhead).

@@ -16,15 +16,15 @@ per record on the host. Per batch:
    whole output into a pooled page-locked buffer.
 4. ``finish``: wait for that copy; the native core's rows go into the gaps left for them.
 
-:meth:`PackedLane.stream` keeps batches in flight in S slots (:attr:`Executor.slots`, two by
-default). Batch k+S is queued into batch k's slot as soon as k's pass 2 is: the slot's stream runs
-its copy in right after that pass 2 (which still reads k's values), so the device never waits for
-this thread to come back from batch k. Then batch k+1's pass 2 is queued (the device runs it after
-k's: they share the output buffer), and only then does this thread wait, for k+2's pass 1 (whose
-rows the native core then does on its own native thread) and for k's output. With three slots or
-more, batches k+3 … have their copy in and pass 1 queued too: the device runs them while this
-thread turns k+2's sizes into its pass 2. The output is byte-identical to the native core on the
-same records (the tests hold it so).
+:meth:`PackedLane.stream` keeps batches in flight in S slots (:attr:`Executor.slots`, which the lane
+sets from ``TransformSettings.lane_slots``: three by default). Batch k+S is queued into batch k's
+slot as soon as k's pass 2 is: the slot's stream runs its copy in right after that pass 2 (which
+still reads k's values), so the device never waits for this thread to come back from batch k. Then
+batch k+1's pass 2 is queued (the device runs it after k's: they share the output buffer), and only
+then does this thread wait, for k+2's pass 1 (whose rows the native core then does on its own native
+thread) and for k's output. With three slots or more, batches k+3 … have their copy in and pass 1
+queued too: the device runs them while this thread turns k+2's sizes into its pass 2. The output is
+byte-identical to the native core on the same records (the tests hold it so).
 """
 
 from __future__ import annotations
