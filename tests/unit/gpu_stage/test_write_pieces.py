@@ -47,11 +47,14 @@ def test_pieces_cover_the_output_once_at_row_boundaries(sizes: list[int], piece:
 
 
 def test_a_piece_is_a_sixth_of_the_output_within_its_bounds() -> None:
-    """Two output buffers of a piece each hold a third of a small batch's output, at most 2 x 12 MiB."""
+    """With pieces of at most 12 MiB, two output buffers of a piece each hold a third of a small batch's output.
+
+    By default there are no pieces: a batch's output is written in one launch.
+    """
     from gpu_stage.transform.device.cuda import MIN_PIECE_BYTES, WRITE_PIECE_BYTES, piece_bytes
 
-    largest = WRITE_PIECE_BYTES
-    assert largest == 12 << 20
+    assert WRITE_PIECE_BYTES == 0 and piece_bytes(90 << 20, WRITE_PIECE_BYTES) == 0
+    largest = 12 << 20
     assert piece_bytes(90 << 20, largest) == largest  # a 100 k batch: 12 MiB pieces
     assert piece_bytes(60 << 20, largest) == 10 << 20  # a sixth, under the largest
     assert piece_bytes(9_000_000, largest) == 1_500_000  # a 10 k batch: a sixth
