@@ -14,11 +14,13 @@ whitespace run or batch whose result differs.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import random
 import sys
 import threading
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -116,12 +118,47 @@ def _strings(count: int) -> list[bytes]:
     return texts
 
 
+_SWAPS: dict[int, list[Any]] = {}
+_SWAPS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _swapped_cuda_module(fn: Any, fake_cuda_module: Any) -> Iterator[None]:
+    """The simulator's swap of ``numba.cuda`` for its fake module in ``fn``'s globals, counted per globals.
+
+    The simulator's threads share one globals dict. Its own swap puts the real module back when the
+    first thread leaves a device function, while the others may still run in it: they then read
+    ``cuda.popc`` or ``cuda.laneid`` from the real module and fail, or not, as the interpreter
+    switches threads (a load-dependent failure). Here the real module comes back when the last
+    thread leaves.
+    """
+    from numba import cuda
+
+    globs = fn.__globals__
+    with _SWAPS_LOCK:
+        held = _SWAPS.get(id(globs))
+        if held is None:
+            real = {name: value for name, value in globs.items() if value is cuda}
+            globs.update(dict.fromkeys(real, fake_cuda_module))
+            held = _SWAPS[id(globs)] = [real, 0]
+        held[1] += 1
+    try:
+        yield
+    finally:
+        with _SWAPS_LOCK:
+            held[1] -= 1
+            if held[1] == 0:
+                globs.update(held[0])
+                del _SWAPS[id(globs)]
+
+
 def main(count: int) -> int:
     from numba import cuda
-    from numba.cuda.simulator import kernelapi
+    from numba.cuda.simulator import kernel, kernelapi
 
     kernelapi.FakeCUDAModule.ballot_sync = _ballot_sync
     kernelapi.FakeCUDAModule.syncwarp = _syncwarp
+    kernel.swapped_cuda_module = _swapped_cuda_module
     from gpu_stage.transform.device.kernels import compile_lane
 
     one, ns = compile_lane("cpu"), vars(compile_lane("cuda-warp"))
