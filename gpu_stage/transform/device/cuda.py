@@ -29,6 +29,7 @@ from gpu_stage.transform.device.columns import I64, RECORD_COLUMNS, LaneInput
 from gpu_stage.transform.device.executor import Executor, piece_rows, wait_for, write_pieces
 from gpu_stage.transform.device.kernels import compile_lane
 from gpu_stage.transform.device.launch import DirectLaunch, kernel_resources
+from gpu_stage.transform.device.memory import OUTPUTS
 from gpu_stage.transform.device.order import CLASSES, WARP, WHOLE_BATCH
 from gpu_stage.transform.device.tables import ContentTables
 from gpu_stage.transform.stages import StageClock
@@ -55,7 +56,7 @@ too few to fill the device, so the pieces' launches, one after another, made pas
 take about 27 ms of device time beside the next batch's pass 1, and one piece about 11 ms (H100
 timeline). In one piece the device holds two of a batch's outputs (:data:`OUT_BUFFERS`) rather than
 two pieces: about the batch's bytes again, against the five times them each slot holds."""
-OUT_BUFFERS = 2
+OUT_BUFFERS = OUTPUTS  # the memory estimate counts the same buffers
 """Pass 2's pieces take turns in this many device buffers: a piece's copy out runs on the copy
 stream while the next piece is written on the slot's stream, so the device's copy engine and its
 cores work at once where, with one buffer, each piece's kernel waited for the copy before it

@@ -21,7 +21,8 @@ ROW_BUFFER_BYTES = 96
 partitions, offsets, timestamps, the key null flags), the sizes, the row order and its classes,
 pass 2's starts."""
 OUTPUTS = 2
-"""Pass 2's output buffers (``cuda.OUT_BUFFERS``), each counted as large as a batch."""
+"""Pass 2's output buffers, each counted as large as a batch: ``cuda.OUT_BUFFERS`` is this number
+(defined here, where no GPU is needed to read it)."""
 
 
 def lane_bytes(batch_bytes: int, batch_records: int, slots: int, nprops: int) -> int:
