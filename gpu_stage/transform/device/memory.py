@@ -42,7 +42,8 @@ def check_lane_fits(batch_bytes: int, batch_records: int, slots: int, nprops: in
     if needed <= pool_bytes:
         return
     msg = (
-        f"--batch-bytes {batch_bytes} and --batch-records {batch_records} in --lane-slots {slots} need about "
+        f"--batch-bytes {batch_bytes} and {batch_records} records a parse call (--batch-records, "
+        f"--parse-chunk-records) in --lane-slots {slots} need about "
         f"{needed / 2**30:.2f} GiB of device memory, more than --gpu-pool-bytes {pool_bytes} "
         f"({pool_bytes / 2**30:.2f} GiB): lower --batch-bytes or --lane-slots (2 to 4), or raise --gpu-pool-bytes"
     )

@@ -40,8 +40,9 @@ def test_batches_too_large_for_the_pool_are_refused_at_start_in_one_line() -> No
         parse(["--backend", "gpu", "--batch-bytes", str(256 << 20)])
     text = str(refused.value)
     assert "\n" not in text
-    for named in ("--batch-bytes 268435456", "--lane-slots 3", "--gpu-pool-bytes 2147483648", "(2 to 4)"):
-        assert named in text
+    named = ("--batch-bytes 268435456", "10000 records a parse call", "--lane-slots 3", "--gpu-pool-bytes 2147483648")
+    for option in (*named, "(2 to 4)"):
+        assert option in text
     needed = lane_bytes(256 << 20, 10_000, 3, 5)
     assert f"about {needed / 2**30:.2f} GiB" in text
 
