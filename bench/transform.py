@@ -62,14 +62,15 @@ _SUFFIX = {"": "", "stream": "-packed", "pinned": "-packed-pinned", "serial": "-
 
 LANE_KNOBS = (
     "write_piece_bytes", "headroom_parts", "write_streams", "measure_threads", "write_threads", "measure_registers",
-    "write_registers", "write_warp", "slots",
+    "write_registers", "write_warp", "write_spans", "slots",
 )  # fmt: skip
 """The device lane's executor attributes a run may set: its output piece (0: a batch's output in one
 piece), its byte buffers' headroom (0: none; see ``gpu_lane.capacity``), the streams pass 2 writes its
 pieces on (``gpu_lane.WRITE_STREAMS``), each pass's threads per block (``gpu_lane.THREADS``), each
 pass's register cap per thread (the kernel compiled anew under it), whether pass 2 gives each row
-a warp (1) as ``--lane-order warp`` does pass 1, or a thread (0), and the batches a stream keeps on
-the device at once (``Executor.slots``)."""
+a warp (1) as ``--lane-order warp`` does pass 1, or a thread (0), the long strings a row of pass 2
+may leave to spans copied a warp a row (0: none; ``Executor.write_spans``), and the batches a stream
+keeps on the device at once (``Executor.slots``)."""
 
 
 def make_backend(name: str, pool_bytes: int | None = None, lane: Mapping[str, int | None] | None = None) -> Backend:
@@ -161,6 +162,12 @@ def add_lane_knobs(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="1: the lane's pass 2 gives each row a warp, its strings copied 32 bytes a step (rows as they came); "
         "0: a thread (the lane's own)",
+    )
+    parser.add_argument(
+        "--write-spans",
+        type=int,
+        default=None,
+        help="long strings a row of the lane's pass 2 may leave to a copy a warp a row (0: none; default: the lane's)",
     )
     parser.add_argument(
         "--lane-slots",

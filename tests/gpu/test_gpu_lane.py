@@ -42,6 +42,7 @@ from test_gpu_stage_lane import (  # noqa: E402
     batches,
     lane_bodies,
 )
+from test_lane_spans import FREE_TEXT, SUMMARIES, free_text_chat  # noqa: E402
 from test_lane_verdict import CONTENT_VERDICTS, EDGE_BODIES, json_texts  # noqa: E402
 from test_packed import assert_same_result  # noqa: E402
 
@@ -449,6 +450,36 @@ def test_a_warp_per_row_gives_the_native_cores_bytes(kind: str, pass_1: str, wri
         taken, good = _run(warp, native, raw)
         assert taken > 0.95 * len(raw) and good > 0
         assert warp.measure(raw).tolist() == one_thread.measure(raw).tolist()
+
+
+@pytest.mark.parametrize("spans", [0, 1, 8])
+@pytest.mark.parametrize("kind", ["real", "escapes", "free-text"])
+def test_pass_2s_spans_give_the_native_cores_bytes(kind: str, spans: int) -> None:
+    """Pass 2 a thread per row leaving none, one or eight long strings a row to the warp-a-row copy, the
+    output in one piece and in 1 MiB pieces: real-shaped bodies, bodies full of escapes, and a content
+    schema with free text whose long strings the copy decodes.
+    """
+    from dataclasses import replace
+
+    from bench import escape_corpus, real_corpus
+    from gpu_stage.transform.device.cuda import CudaExecutor
+    from gpu_stage.transform.device.lane import LaneTransform
+
+    settings = replace(WIDE, record=TypedRecord(FREE_TEXT)) if kind == "free-text" else WIDE
+    if kind == "free-text":
+        values = [free_text_chat(SUMMARIES[k % len(SUMMARIES)], k) for k in range(30_000)]
+    elif kind == "real":
+        values = real_corpus.generate(30_000, seed=3).values
+    else:
+        values = escape_corpus.escape_bodies(30_000).values
+    lane = LaneTransform(settings, CudaExecutor)
+    lane.executor.write_spans = spans
+    native = NativeBackend(settings)
+    for piece in (0, 1 << 20):
+        lane.executor.write_piece_bytes = piece
+        for raw in _split(values, [20_000, 10_000]):
+            taken, good = _run(lane, native, raw)
+            assert taken > 0.95 * len(raw) and good > 0
 
 
 @pytest.mark.parametrize("device_wait", ["poll", "block"])

@@ -5,7 +5,8 @@ Per batch: the packed values, keys and headers, their ends and the record column
 strings into buffers of their own, then ``measure`` (a thread per body) walks each body and writes its
 row's size; the sizes come back (8 bytes per row) for the prefix sum; ``write`` fills the output,
 by default in one piece (or in pieces through two device buffers in turn, each piece copied back
-into one host buffer on a stream of its own while the next piece is written). Each slot (a batch in
+into one host buffer on a stream of its own while the next piece is written), a thread a row that
+leaves its long strings to spans, which ``copy_spans`` then copies a warp a row. Each slot (a batch in
 flight) has its own CUDA stream and buffers, so one batch's copies and kernels run while another's
 do and while the host finishes a third.
 Buffers grow to the largest batch seen (byte buffers with a little headroom) and are reused, so a
@@ -41,6 +42,8 @@ THREADS = 128
 """Threads per block of each pass's launches (:attr:`CudaExecutor.measure_threads`, ``write_threads``)."""
 MARK_THREADS = 256
 """Threads per block of the strings pass (a warp a row, few registers: many warps resident hide its loads)."""
+SPAN_THREADS = 256
+"""Threads per block of the copy of pass 2's spans (a warp a row, few registers, as the strings pass)."""
 PASS_KERNELS = ("measure", "write", "measure_ordered", "write_ordered")
 """Each pass's kernel with the rows as they came, and with thread ``t`` on row ``order[t]`` (``length``)."""
 ORDER_KERNELS = ("length_classes", "count_classes", "class_starts", "place_rows", "deal_rows")
@@ -159,7 +162,9 @@ class CudaExecutor(Executor):
         self.fns = compile_lane("cuda", cache, registers)
         self._cache = cache
         self._warp_kernels: dict[str, DirectLaunch] = {}
-        self.mark = DirectLaunch(compile_lane("cuda-warp", cache).mark)
+        warps = compile_lane("cuda-warp", cache)
+        self.mark = DirectLaunch(warps.mark)
+        self.copy_spans = DirectLaunch(warps.copy_spans)
         self.measure = DirectLaunch(self.fns.measure)
         self.write = DirectLaunch(self.fns.write)
         self.measure_ordered = DirectLaunch(self.fns.measure_ordered)
@@ -552,6 +557,8 @@ class CudaExecutor(Executor):
         threads = self.write_threads
         args = (a["decoded"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops, *a["content"])
         args += (*a["records"], device_starts)
+        columns = slots.span_columns(0 if self.write_warp else self.write_spans)
+        spans = self._device(f"{handle.index}.spans{columns}", n, np.int64, columns)
         for at, (lo, hi) in enumerate(pieces):
             b = at % len(buffers)
             writer = writers[b % len(writers)]
@@ -560,11 +567,14 @@ class CudaExecutor(Executor):
             blocks = -(-(last - first) // threads)
             if self.write_warp:
                 launch = self._warp_kernel("write", threads)
-                launch(blocks * WARP, threads, writer, *args, first, last, lo, hi, buffers[b])
+                launch(blocks * WARP, threads, writer, *args, first, last, lo, hi, buffers[b], spans)
             elif order is None:
-                self.write(blocks, threads, writer, *args, first, last, lo, hi, buffers[b])
+                self.write(blocks, threads, writer, *args, first, last, lo, hi, buffers[b], spans)
             else:
-                self.write_ordered(blocks, threads, writer, *args, order, first, last, lo, hi, buffers[b])
+                self.write_ordered(blocks, threads, writer, *args, order, first, last, lo, hi, buffers[b], spans)
+            if columns > 1:
+                copying = (a["decoded"], spans, device_starts, first, last, lo, hi, buffers[b])
+                self.copy_spans(-(-(last - first) * WARP // SPAN_THREADS), SPAN_THREADS, writer, *copying)
             self._written[b].record(writer)
             self._written[b].wait(copies)
             self._copy_out(buffers[b], out[lo:hi], copies)

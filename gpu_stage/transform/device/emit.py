@@ -6,6 +6,12 @@ disagree. Avro longs are zig-zag varints; strings are a length then UTF-8 bytes.
 are read from ``b``, the body as pass 1 decoded it (:func:`gpu_stage.transform.device.strings.mark_strings`):
 each string slot's text lies there decoded.
 
+Pass 2 may leave a row's long strings to a kernel of their own (:func:`put_dec_text`). With a
+thread a row, each of a warp's 32 threads copies a string of its own a byte at a time, for as
+long as the warp's longest, and each of its reads and writes is a transaction of its own; noted as
+spans (where from, where to, how long), the strings are copied afterwards by
+:func:`gpu_stage.transform.device.rows.copy_spans`, a warp a row, 32 bytes a step.
+
 Same source for CUDA and the CPU (see :mod:`gpu_stage.transform.device.scan`).
 """
 
@@ -61,6 +67,8 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         P_KIND,
         PROMPT,
         REASONING,
+        SPAN_FIRST,
+        SPAN_MIN,
         STOP,
         TIER,
         TOOL_ARGS,
@@ -112,6 +120,12 @@ def put_text(src, s, length, escaped, out, q, write):
     q = put_long(out, q, length, write)
     if not write:
         return q + length
+    return put_string_bytes(src, s, length, escaped, out, q)
+
+
+@jit
+def put_string_bytes(src, s, length, escaped, out, q):
+    """A string's ``length`` decoded bytes from ``src[s:]`` at ``out[q:]`` (no length before); the new ``q``."""
     if escaped:
         return put_decoded(src, s, length, out, q)
     if LANE_STEPS:
@@ -120,6 +134,38 @@ def put_text(src, s, length, escaped, out, q, write):
     for k in range(length):
         out[q + k] = src[s + k]
     return q + length
+
+
+@jit
+def put_dec_text(dec, s, length, escaped, out, q, write, spans, r):
+    """:func:`put_text` for a string of ``dec``; a long one's bytes are left to a span where ``spans`` has room.
+
+    A span is three columns of row ``r`` of ``spans`` from :data:`SPAN_FIRST` on: where the text
+    starts in ``dec``, where its bytes go in ``out``, and its length (``~length`` when escaped);
+    column 0 counts the row's spans. ``spans`` one column wide takes none, and neither does the
+    size pass nor a warp a row (which copies 32 bytes a step itself).
+    """
+    if write and not LANE_STEPS and length >= SPAN_MIN:
+        k = spans[r, 0]
+        at = SPAN_FIRST + 3 * k
+        if at + 3 <= spans.shape[1]:
+            q = put_long(out, q, length, write)
+            spans[r, at] = s
+            spans[r, at + 1] = q
+            spans[r, at + 2] = ~length if escaped else length
+            spans[r, 0] = k + 1
+            return q + length
+    return put_text(dec, s, length, escaped, out, q, write)
+
+
+@jit
+def copy_row_spans(dec, spans, r, out):
+    """The bytes of the spans pass 2 left for row ``r`` (:func:`put_dec_text`), each at its place in ``out``."""
+    for k in range(spans[r, 0]):
+        at = SPAN_FIRST + 3 * k
+        length = spans[r, at + 2]
+        escaped = length < 0
+        put_string_bytes(dec, spans[r, at], ~length if escaped else length, escaped, out, spans[r, at + 1])
 
 
 @jit
@@ -142,18 +188,21 @@ def put_decoded(src, s, length, out, q):
 
 
 @jit
-def put_opt_text(src, slots, r, slot, escaped, out, q, write):
-    """A ``["null", "string"]`` union from a string slot of ``src``, escapes decoded when ``escaped``."""
+def put_opt_text(src, slots, r, slot, out, q, write):
+    """A ``["null", "string"]`` union from a string slot of ``src`` whose text has no escapes (the key)."""
     s = slots[r, slot]
     if s < 0:
         return put_byte(out, q, 0, write)
-    return put_text(src, s, slots[r, slot + 2], escaped, out, put_byte(out, q, 2, write), write)
+    return put_text(src, s, slots[r, slot + 2], False, out, put_byte(out, q, 2, write), write)
 
 
 @jit
-def put_opt_string(dec, slots, r, slot, out, q, write):
+def put_opt_string(dec, slots, r, slot, out, q, write, spans):
     """A ``["null", "string"]`` union from a string slot of the body: its text as pass 1 decoded it into ``dec``."""
-    return put_opt_text(dec, slots, r, slot, False, out, q, write)
+    s = slots[r, slot]
+    if s < 0:
+        return put_byte(out, q, 0, write)
+    return put_dec_text(dec, s, slots[r, slot + 2], False, out, put_byte(out, q, 2, write), write, spans, r)
 
 
 @jit
@@ -232,7 +281,7 @@ def put_double(out, q, value, write):
 
 
 @jit
-def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
+def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write, spans):
     """The ``content`` record of a valid row: every property as a ``["null", T]`` union, schema order."""
     q = put_byte(out, q, 2, write)
     for j in range(nprops):
@@ -254,7 +303,7 @@ def put_content(sc, ptab, nprops, r, cs, ce, cv, cd, out, q, write):
                     p = skip_ws(sc, p + 1, ce[r, j])
             q = put_byte(out, q, 0, write)
         elif kind == 0:
-            q = put_text(sc, s, cv[r, j], True, out, q, write)  # cv: its decoded length
+            q = put_dec_text(sc, s, cv[r, j], True, out, q, write, spans, r)  # cv: its decoded length
         elif kind == 1:
             q = put_double(out, q, cd[r, j], write)
         elif kind == 2:
@@ -294,18 +343,21 @@ def put_content_error(b, pnames, pends, slots, r, out, q, write):
 
 
 @jit
-def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part, off, ts, out, q, write):
-    """The row's Avro datum, field by field in ``TypedRecord.avro`` order; the end position."""
-    q = put_opt_text(kb, slots, r, KEY, False, out, q, write)  # the key, checked UTF-8 in pass 1
-    q = put_opt_string(b, slots, r, ID, out, q, write)
-    q = put_opt_string(b, slots, r, OBJECT, out, q, write)
+def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part, off, ts, out, q, write, spans):
+    """The row's Avro datum, field by field in ``TypedRecord.avro`` order; the end position.
+
+    Its long strings' bytes go to spans where ``spans`` has columns for them (:func:`put_dec_text`).
+    """
+    q = put_opt_text(kb, slots, r, KEY, out, q, write)  # the key, checked UTF-8 in pass 1
+    q = put_opt_string(b, slots, r, ID, out, q, write, spans)
+    q = put_opt_string(b, slots, r, OBJECT, out, q, write, spans)
     q = put_opt_long(out, q, slots[r, CREATED], write)
     for slot in (MODEL, FINISH, STOP):
-        q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_opt_string(b, slots, r, CONTENT, out, q, write)
+        q = put_opt_string(b, slots, r, slot, out, q, write, spans)
+    q = put_opt_string(b, slots, r, CONTENT, out, q, write, spans)
     for slot in (REASONING, TOOL_NAME):
-        q = put_opt_string(b, slots, r, slot, out, q, write)
-    q = put_opt_string(b, slots, r, TOOL_ARGS, out, q, write)
+        q = put_opt_string(b, slots, r, slot, out, q, write, spans)
+    q = put_opt_string(b, slots, r, TOOL_ARGS, out, q, write, spans)
     valid = slots[r, TOOL_VALID]
     q = put_byte(out, q, 0, write) if valid < 0 else put_byte(out, put_byte(out, q, 2, write), valid, write)
     n = slots[r, NUM_CHOICES]
@@ -315,20 +367,20 @@ def emit(b, kb, hb, slots, r, ptab, pnames, pends, nprops, cs, ce, cv, cd, part,
         q = put_long(out, q, 1, write)
         q = put_byte(out, q, 2, write)
         q = put_opt_long(out, q, slots[r, INDEX], write)
-        q = put_opt_string(b, slots, r, FINISH, out, q, write)
-        q = put_opt_string(b, slots, r, CONTENT, out, q, write)
+        q = put_opt_string(b, slots, r, FINISH, out, q, write, spans)
+        q = put_opt_string(b, slots, r, CONTENT, out, q, write, spans)
     q = put_byte(out, q, 0, write)
     for slot in (PROMPT, COMPLETION, TOTAL, CACHED):
         q = put_opt_long(out, q, slots[r, slot], write)
     q = put_opt_long(out, q, slots[r, LATENCY], write)
     q = put_attributes(hb, slots, r, out, q, write)
-    q = put_opt_string(b, slots, r, FINGERPRINT, out, q, write)
-    q = put_opt_string(b, slots, r, TIER, out, q, write)
+    q = put_opt_string(b, slots, r, FINGERPRINT, out, q, write, spans)
+    q = put_opt_string(b, slots, r, TIER, out, q, write, spans)
     q = put_byte(out, q, 0, write)  # metadata: null (an object is left to the native core)
     q = put_byte(out, put_byte(out, q, 2, write), 0, write)  # extra: an empty map
     state = slots[r, CONTENT_STATE]
     if state == 1:
-        q = put_content(b, ptab, nprops, r, cs, ce, cv, cd, out, q, write)
+        q = put_content(b, ptab, nprops, r, cs, ce, cv, cd, out, q, write, spans)
         q = put_byte(out, put_byte(out, q, 2, write), 1, write)
     elif state == 2:  # content null, content_valid false
         q = put_byte(out, put_byte(out, put_byte(out, q, 0, write), 2, write), 0, write)

@@ -103,6 +103,10 @@ class Executor:
     """1: pass 2 gives each row a warp, from the ``-warp`` build (:mod:`gpu_stage.transform.device.warp`),
     the rows as they came whatever pass 1's order; 0: a thread per row, in pass 1's order. The output
     is the same."""
+    write_spans = layout.SPANS
+    """Long strings a row may leave to spans in pass 2 with a thread per row (0: none), then copied a
+    warp a row by ``copy_spans`` (:func:`gpu_stage.transform.device.emit.put_dec_text`). The output
+    is the same."""
     lane_order: LaneOrder = "arrival"
     """Which row each thread takes (``TransformSettings.lane_order``, set by the lane): ``arrival``,
     as they came; ``length``, rows of like body length side by side, and ``balanced``, the same rows
@@ -201,8 +205,11 @@ class CpuExecutor(Executor):
         super().__init__()
         self.registers = registers
         self.fns = compile_lane("cpu", cache)
-        self.mark = compile_lane("cpu-warp", cache).mark
+        warps = compile_lane("cpu-warp", cache)
+        self.mark = warps.mark
         """The strings pass, a warp a row as on the device (the ``cpu-warp`` build's)."""
+        self.copy_spans = warps.copy_spans
+        """Pass 2's spans copied a warp a row, as on the device."""
         self.cache = cache
         self.tables = tables
         self.max_bytes = max_bytes
@@ -266,7 +273,10 @@ class CpuExecutor(Executor):
     def submit_write(
         self, handle: _CpuPass, starts: I64, offsets: I64, out: npt.NDArray[np.uint8], rows: I64 | None = None
     ) -> None:
-        """Pass 2, run here and now, piece by piece (:attr:`write_piece_bytes`), each over its own rows."""
+        """Pass 2, run here and now, piece by piece (:attr:`write_piece_bytes`), each over its own rows.
+
+        Each piece's launch is followed, with spans (:attr:`write_spans`), by the copy of its rows' spans.
+        """
         li, t, n = handle.li, self.tables, len(starts)
         pieces = write_pieces(offsets, self.write_piece_bytes)
         bounds = piece_rows(pieces, offsets, rows, n)
@@ -278,12 +288,15 @@ class CpuExecutor(Executor):
         args = (handle.decoded, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content)
         args += (li.partitions, li.offsets, li.timestamps, starts)
         fns = compile_lane("cpu-warp", self.cache) if self.write_warp else self.fns
+        spans = np.zeros((n, layout.span_columns(0 if self.write_warp else self.write_spans)), dtype=np.int64)
         for k, (lo, hi) in enumerate(pieces):
             first, last = (0, n) if bounds is None else (int(bounds[k]), int(bounds[k + 1]))
             if order is None:
-                fns.write(*args, first, last, lo, hi, out[lo:hi])
+                fns.write(*args, first, last, lo, hi, out[lo:hi], spans)
             else:
-                self.fns.write_ordered(*args, order, first, last, lo, hi, out[lo:hi])
+                self.fns.write_ordered(*args, order, first, last, lo, hi, out[lo:hi], spans)
+            if spans.shape[1] > 1:
+                self.copy_spans(handle.decoded, spans, starts, first, last, lo, hi, out[lo:hi])
 
     def wait(self, handle: _CpuPass) -> None:
         """Nothing to wait for."""

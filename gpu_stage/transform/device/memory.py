@@ -3,15 +3,15 @@
 Each slot (``TransformSettings.lane_slots``) keeps a batch's bytes four times over: the block the
 batch is copied into, the strings pass's marks (two bytes a byte) and its decoded copy. It keeps,
 per row, the walk's value slots, the content's four columns of the schema's properties, the record
-columns and a few row buffers. Across slots, pass 2 writes through two output buffers, each as
+columns, a few row buffers and pass 2's spans. Across slots, pass 2 writes through two output buffers, each as
 large as a batch's output (one piece by default), which is counted as large as the batch. On an
-H100, 100 k real-shaped bodies (129 MB) in three slots held 2.02 GB; :func:`lane_bytes` gives
-2.02 GB for them too. Importing this module needs no GPU.
+H100, 100 k real-shaped bodies (129 MB) in three slots held 2.08 GB; :func:`lane_bytes` gives
+2.08 GB for them too. Importing this module needs no GPU.
 """
 
 from __future__ import annotations
 
-from gpu_stage.transform.device.slots import SLOT_COUNT
+from gpu_stage.transform.device.slots import SLOT_COUNT, SPANS, span_columns
 from llmpipe.errors import ConfigError
 
 BYTE_COPIES = 4
@@ -27,7 +27,7 @@ OUTPUTS = 2
 
 def lane_bytes(batch_bytes: int, batch_records: int, slots: int, nprops: int) -> int:
     """Device bytes the lane holds for batches of up to ``batch_bytes`` and ``batch_records`` in ``slots`` slots."""
-    row_bytes = 8 * SLOT_COUNT + 4 * 8 * max(nprops, 1) + ROW_BUFFER_BYTES
+    row_bytes = 8 * SLOT_COUNT + 4 * 8 * max(nprops, 1) + ROW_BUFFER_BYTES + 8 * span_columns(SPANS)
     per_slot = BYTE_COPIES * batch_bytes + row_bytes * batch_records
     return slots * per_slot + OUTPUTS * batch_bytes
 

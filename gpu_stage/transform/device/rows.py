@@ -32,6 +32,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         content_state,
     )
     from gpu_stage.transform.device.emit import (
+        copy_row_spans,
         emit,
     )
     from gpu_stage.transform.device.record import (
@@ -158,6 +159,7 @@ def measure_row(
         dec,  # the size pass writes nothing
         0,
         False,
+        slots,  # and leaves no spans
     )
 
 
@@ -326,19 +328,22 @@ def measure_ordered(
 
 @kernel
 def write(
-    b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, first, last, lo, hi, out
-):
+    b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, first, last, lo, hi, out,
+    spans,
+):  # fmt: skip
     """Pass 2: each taken row of ``[first, last)`` whose datum starts in ``[lo, hi)`` written at ``starts[r] - lo``.
 
     ``starts[r]`` is -1 where the row is not taken (nothing written). The bounds let the output be
     written in pieces, through a device buffer the size of a piece, each launch over the rows that
-    may start in it.
+    may start in it. A row's long strings are left to ``spans`` where it has columns for them, for
+    :func:`copy_spans` to copy after this launch.
     """
     r = first + lane_start()
     step = lane_step()
     while r < last:
         q = starts[r]
         if q >= lo and q < hi:
+            spans[r, 0] = 0
             emit(
                 b,
                 kb,
@@ -359,6 +364,7 @@ def write(
                 out,
                 q - lo,
                 True,
+                spans,
             )
         r += step
 
@@ -366,7 +372,7 @@ def write(
 @kernel
 def write_ordered(
     b, kb, hb, slots, ptab, pnames, pends, nprops, cs, ce, cv, cd, parts, offs, tss, starts, order, first, last, lo,
-    hi, out,
+    hi, out, spans,
 ):  # fmt: skip
     """:func:`write` with thread ``t`` on row ``order[first + t]``: ``order[first:last]`` holds the rows."""
     t = first + lane_start()
@@ -375,6 +381,7 @@ def write_ordered(
         r = order[t]
         q = starts[r]
         if q >= lo and q < hi:
+            spans[r, 0] = 0
             emit(
                 b,
                 kb,
@@ -395,5 +402,23 @@ def write_ordered(
                 out,
                 q - lo,
                 True,
+                spans,
             )
         t += step
+
+
+@kernel
+def copy_spans(dec, spans, starts, first, last, lo, hi, out):
+    """After pass 2's launch over the same rows and piece: the strings it left to spans (a warp a row, on the device).
+
+    The rows are as they came: a warp copies its row's strings 32 bytes a step, so no row's length
+    holds back another's. Only rows whose datum starts in ``[lo, hi)`` were written by that launch,
+    and so only their spans are this batch's.
+    """
+    r = first + lane_start()
+    step = lane_step()
+    while r < last:
+        q = starts[r]
+        if q >= lo and q < hi:
+            copy_row_spans(dec, spans, r, out)
+        r += step

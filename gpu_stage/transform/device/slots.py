@@ -159,3 +159,20 @@ MESSAGE_AT = NSLOTS_ALL
 DELTA_AT = NSLOTS_ALL + 1
 TEXT_AT = NSLOTS_ALL + 2
 SLOT_COUNT = NSLOTS_ALL + 3
+
+# Pass 2's spans (``gpu_stage.transform.device.emit.put_dec_text``): a row's long strings, noted by the
+# thread that writes the row and copied after it by a warp a row. Per row, column 0 counts them and
+# each takes three columns from SPAN_FIRST on: where its text lies in the decoded values, where its
+# bytes go in the output, its length (~length where escapes are to be decoded).
+SPAN_MIN = 32
+"""A string of at least this many bytes goes to a span; a shorter one is copied where it is (a
+warp's step is 32 bytes)."""
+SPAN_FIRST = 1
+SPANS = 8
+"""Spans a row may note by default (``Executor.write_spans``): a chat row's content twice, its
+reasoning, tool arguments and the longer of its other strings; a string past them is copied where it is."""
+
+
+def span_columns(spans: int) -> int:
+    """Columns of a row of the spans array for ``spans`` spans a row (0: one column, which notes none)."""
+    return SPAN_FIRST + 3 * max(spans, 0)

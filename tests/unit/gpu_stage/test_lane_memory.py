@@ -8,10 +8,10 @@ from gpu_stage.settings import parse
 from gpu_stage.transform.device.memory import lane_bytes
 from llmpipe.errors import ConfigError
 
-MEASURED_H100 = 2_019_652_742
+MEASURED_H100 = 2_079_652_742
 """``device_bytes`` of the lane after 500 k real-shaped bodies in 100 k batches (643,815,097 bytes in
 all), three slots, the output in one piece, the bundled schema's 5 properties
-(``bench/results/bench-real-slots-ab-1-new-h100.json``)."""
+(``bench/results/bench-real-spans-ab-1-new-h100.json``)."""
 
 
 def test_the_estimate_is_within_a_few_percent_of_what_the_lane_held_on_a_gpu() -> None:
