@@ -288,7 +288,8 @@ class CpuExecutor(Executor):
         args = (handle.decoded, keys, headers, handle.slots, t.ptab, t.pnames, t.pends, t.nprops, *handle.content)
         args += (li.partitions, li.offsets, li.timestamps, starts)
         fns = compile_lane("cpu-warp", self.cache) if self.write_warp else self.fns
-        spans = np.zeros((n, layout.span_columns(0 if self.write_warp else self.write_spans)), dtype=np.int64)
+        # Each launch zeroes the span count of the rows it writes, and the copy reads only those rows.
+        spans = np.empty((n, layout.span_columns(0 if self.write_warp else self.write_spans)), dtype=np.int64)
         for k, (lo, hi) in enumerate(pieces):
             first, last = (0, n) if bounds is None else (int(bounds[k]), int(bounds[k + 1]))
             if order is None:
