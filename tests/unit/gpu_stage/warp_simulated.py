@@ -213,7 +213,8 @@ def _same_marks(one: Any, mark: Any, body: bytes) -> bool:
 
 
 def _same_passes(ns: dict[str, Any]) -> bool:
-    """Both passes a warp per row, the CUDA build's kernels, against the native core on :func:`_bodies`."""
+    """Both passes a warp per row, the CUDA build's kernels, against the native core on :func:`_bodies`; then
+    pass 2 a thread per row whose spans the CUDA build's ``copy_spans`` copies."""
     from dataclasses import replace
 
     from gpu_stage import synth
@@ -225,20 +226,26 @@ def _same_passes(ns: dict[str, Any]) -> bool:
     def launch(kernel: Any) -> Any:  # one warp; the simulator copies every array back, so none may be read-only
         return lambda *args: kernel[1, LANES](*(_writable(a) for a in args))
 
-    simulated = SimpleNamespace(mark=launch(ns["mark"]), measure=launch(ns["measure"]), write=launch(ns["write"]))
+    simulated = SimpleNamespace(**{name: launch(ns[name]) for name in ("mark", "measure", "write", "copy_spans")})
     own = executor.compile_lane
     executor.compile_lane = lambda target, cache=None: simulated if target == "cpu-warp" else own(target, cache)
     settings = TransformSettings(max_record_bytes=1 << 20)
     lane = LaneTransform(replace(settings, lane_order="warp"), executor.CpuExecutor)
-    lane.executor.write_warp = 1
     batch = synth.batch(_bodies(), first_offset=7)
-    got, want = lane.parse(batch), NativeBackend(settings).parse(batch)
-    same = (got.encoded.rows.tolist(), got.encoded.offsets.tolist(), got.encoded.buf, got.bad) == (
-        want.encoded.rows.tolist(), want.encoded.offsets.tolist(), want.encoded.buf, want.bad
-    )
-    if not same or lane.taken_rows != len(batch):
-        print(f"passes differ from the native core's (taken by the lane: {lane.taken_rows} of {len(batch)})")
-    return same and lane.taken_rows == len(batch)
+    want = NativeBackend(settings).parse(batch)
+    # Pass 2 a warp per row; then a thread per row (the CPU build's) with its spans copied by the simulated warps.
+    for write_warp in (1, 0):
+        lane.executor.write_warp = write_warp
+        before = lane.taken_rows
+        got = lane.parse(batch)
+        same = (got.encoded.rows.tolist(), got.encoded.offsets.tolist(), got.encoded.buf, got.bad) == (
+            want.encoded.rows.tolist(), want.encoded.offsets.tolist(), want.encoded.buf, want.bad
+        )
+        taken = lane.taken_rows - before
+        if not same or taken != len(batch):
+            print(f"passes (write_warp {write_warp}) differ from the native core's (taken: {taken} of {len(batch)})")
+            return False
+    return True
 
 
 def _writable(arg: Any) -> Any:
