@@ -557,7 +557,7 @@ class CudaExecutor(Executor):
         threads = self.write_threads
         args = (a["decoded"], a["record"][0], a["record"][3], a["slots"], *self._tables[:3], self.nprops, *a["content"])
         args += (*a["records"], device_starts)
-        columns = slots.span_columns(0 if self.write_warp else self.write_spans)
+        columns = self.span_columns
         spans = self._device(f"{handle.index}.spans{columns}", n, np.int64, columns)
         for at, (lo, hi) in enumerate(pieces):
             b = at % len(buffers)

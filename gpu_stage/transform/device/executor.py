@@ -118,6 +118,11 @@ class Executor:
         """No host buffers yet: they are allocated at first use and grow with the batches."""
         self._held: dict[str, npt.NDArray[Any]] = {}
 
+    @property
+    def span_columns(self) -> int:
+        """Columns of pass 2's spans array: one (no spans) with a warp per row, which copies 32 bytes a step itself."""
+        return layout.span_columns(0 if self.write_warp else self.write_spans)
+
     def _host(self, name: str, size: int, dtype: Any = np.uint8) -> npt.NDArray[Any]:
         """A host buffer of at least ``size`` items kept under ``name``; it grows by half when too small."""
         held = self._held.get(name)
@@ -289,7 +294,7 @@ class CpuExecutor(Executor):
         args += (li.partitions, li.offsets, li.timestamps, starts)
         fns = compile_lane("cpu-warp", self.cache) if self.write_warp else self.fns
         # Each launch zeroes the span count of the rows it writes, and the copy reads only those rows.
-        spans = np.empty((n, layout.span_columns(0 if self.write_warp else self.write_spans)), dtype=np.int64)
+        spans = np.empty((n, self.span_columns), dtype=np.int64)
         for k, (lo, hi) in enumerate(pieces):
             first, last = (0, n) if bounds is None else (int(bounds[k]), int(bounds[k + 1]))
             if order is None:
