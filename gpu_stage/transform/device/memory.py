@@ -3,10 +3,10 @@
 Each slot (``TransformSettings.lane_slots``) keeps a batch's bytes four times over: the block the
 batch is copied into, the strings pass's marks (two bytes a byte) and its decoded copy. It keeps,
 per row, the walk's value slots, the content's four columns of the schema's properties, the record
-columns, a few row buffers and pass 2's spans. Across slots, pass 2 writes through two output buffers, each as
-large as a batch's output (one piece by default), which is counted as large as the batch. On an
-H100, 100 k real-shaped bodies (129 MB) in three slots held 2.08 GB; :func:`lane_bytes` gives
-2.08 GB for them too. Importing this module needs no GPU.
+columns, a few row buffers and pass 2's spans. Across slots, pass 2 writes through two output
+buffers, each as large as a batch's output (one piece by default), which is counted as large as the
+batch. On an H100, 100 k real-shaped bodies (129 MB) in three slots held 2.08 GB; :func:`lane_bytes`
+gives 2.08 GB for them too. Importing this module needs no GPU.
 """
 
 from __future__ import annotations
