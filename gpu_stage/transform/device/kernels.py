@@ -268,7 +268,8 @@ def atomic_add(array, i, value):
 # orders those writes before the reads (a ballot synchronizes the lanes, not their memory).
 _WARP_FUNCTIONS = (
     "lane_start", "lane_step", "ballot", "lane_sums", "warp_marks", "warp_widths", "warp_copy", "warp_copy_checked",
-    "warp_copy_bytes", "warp_spaces", "warp_escapes", "first_bit",
+    "warp_copy_bytes", "warp_spaces", "warp_escapes", "warp_copy_lanes", "warp_plain_marks", "first_bit", "last_bit",
+    "bit_count",
 )  # fmt: skip
 _WARP_SOURCE = """
 from numba import cuda, int64
@@ -291,6 +292,19 @@ def ballot(predicate):
 
 def first_bit(mask):
     return cuda.popc((mask & -mask) - 1)
+
+
+def last_bit(mask):  # a 32-bit mask's highest bit: its bits below it all set, counted
+    mask |= mask >> 1
+    mask |= mask >> 2
+    mask |= mask >> 4
+    mask |= mask >> 8
+    mask |= mask >> 16
+    return cuda.popc(mask) - 1
+
+
+def bit_count(mask):
+    return cuda.popc(mask)
 
 
 def warp_marks(b, p, e):
@@ -339,6 +353,21 @@ def warp_copy_bytes(src, s, out, q, n):
     for k in range(cuda.laneid, n, 32):
         out[q + k] = src[s + k]
     cuda.syncwarp(FULL)
+
+
+def warp_copy_lanes(src, p, out, lanes):
+    lane = cuda.laneid
+    if (lanes >> lane) & 1:
+        out[p + lane] = src[p + lane]
+    cuda.syncwarp(FULL)
+
+
+def warp_plain_marks(t, p, quotes, opens):
+    lane = cuda.laneid
+    if (opens >> lane) & 1:
+        span = first_bit(quotes >> (lane + 1)) + 1
+        t[p + lane] = span
+        t[p + lane + span] = span - 1
 
 
 def warp_spaces(b, p, e):

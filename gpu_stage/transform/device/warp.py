@@ -334,6 +334,46 @@ def copy_checked_by_lanes(b, p, e, stop, starts, covered, out, q):
     return q, invalid
 
 
+@jit
+def high_bit_index(mask):
+    """Index of the highest set bit of ``mask`` (not 0, below bit 32)."""
+    i = LANES - 1
+    while not (mask >> i) & 1:
+        i -= 1
+    return i
+
+
+@jit
+def bits_set(mask):
+    """How many bits of ``mask`` (below bit 32) are set."""
+    n = 0
+    for lane in range(LANES):
+        n += (mask >> lane) & 1
+    return n
+
+
+@jit
+def copy_lanes_by_lanes(src, p, out, lanes):
+    """``out[p + k] = src[p + k]`` for each lane ``k`` of ``lanes`` (on the device each lane its own byte)."""
+    for lane in range(LANES):
+        if (lanes >> lane) & 1:
+            out[p + lane] = src[p + lane]
+
+
+@jit
+def plain_marks_by_lanes(t, p, quotes, opens):
+    """The marks of the plain strings opened at lanes ``opens`` of the step at ``p``, each closed by the next quote.
+
+    A plain string (ASCII, no escape, no control byte) decodes to its own bytes: its span, and its
+    span less one as its decoded length. On the device each opening quote's lane writes its string's two.
+    """
+    for lane in range(LANES):
+        if (opens >> lane) & 1:
+            span = first_bit(quotes >> (lane + 1)) + 1
+            t[p + lane] = span
+            t[p + lane + span] = span - 1
+
+
 if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels.py)
     warp_marks = marks_by_lanes
     warp_widths = widths_by_lanes
@@ -342,7 +382,11 @@ if "warp_marks" not in globals():  # the CUDA warp build brings its own (kernels
     warp_copy_bytes = copy_bytes_by_lanes
     warp_spaces = spaces_by_lanes
     warp_escapes = escapes_by_lanes
+    warp_copy_lanes = copy_lanes_by_lanes
+    warp_plain_marks = plain_marks_by_lanes
     first_bit = bit_index
+    last_bit = high_bit_index
+    bit_count = bits_set
 
 
 @jit
@@ -411,26 +455,58 @@ def decode_steps(src, s, length, out, q):
 
 
 @jit
+def in_strings(quotes):
+    """The lanes of a step from outside any string that lie in one, its opening quote included, its closing one not.
+
+    The parity of the quotes at or below each lane (a prefix XOR in five shifts): right up to the
+    first backslash in a string, after which a quote may be escaped.
+    """
+    inside = quotes ^ (quotes << 1)
+    inside ^= inside << 2
+    inside ^= inside << 4
+    inside ^= inside << 8
+    inside ^= inside << 16
+    return inside & ALL_LANES
+
+
+@jit
 def mark_strings_steps(b, t, dec, s, e):
     """:func:`gpu_stage.transform.device.strings.mark_strings` 32 bytes a step: the same marks and decoded copy.
 
     One thread a body, the strings pass diverges as its warp's bodies differ in length and in what
     their strings hold; a warp a body, every step is the same for its 32 threads, and its reads and
-    writes are each one transaction. Outside strings a step copies the bytes up to the next quote;
-    each string is then read by :func:`mark_string_steps`. A string found bad ends at the first quote
-    that no escape covers, where ``mark_strings`` ends it at the first quote it reads as text: the
-    strings after one may be marked apart, but no walk goes past a string it refuses.
+    writes are each one transaction. A step starts outside any string. Every string that opens and
+    closes in it with nothing but printable ASCII between its quotes (most of a body's keys and short
+    values) is marked in that step, each opening quote's lane writing its string's two marks
+    (:func:`in_strings` tells opening quotes from closing ones), and the step's bytes outside
+    strings and inside those are copied as they are. The first string that holds anything else (an
+    escape, UTF-8, a control byte) or runs past the step is then read by :func:`mark_string_steps`,
+    and the next step starts after it. A string found bad ends at the first quote that no escape
+    covers, where ``mark_strings`` ends it at the first quote it reads as text: the strings after
+    one may be marked apart, but no walk goes past a string it refuses.
     """
     p = s
     strings = 0
     while p < e:
-        quotes, _, _ = warp_marks(b, p, e)
-        if quotes == 0:
-            warp_copy_bytes(b, p, dec, p, min(LANES, e - p))
+        quotes, slashes, odd = warp_marks(b, p, e)
+        inside = in_strings(quotes)
+        trouble = (slashes | odd) & inside
+        if trouble != 0:  # the string that holds it opened at the last quote before it
+            held = last_bit(quotes & ((1 << first_bit(trouble)) - 1))
+        elif (inside >> (LANES - 1)) & 1:  # a string runs past the step
+            held = last_bit(quotes)
+        else:
+            held = LANES
+        plain = quotes & inside & ((1 << held) - 1)  # opened (and closed) before it
+        copied = min(LANES, e - p) if held == LANES else held + 1
+        warp_copy_lanes(b, p, dec, ((1 << copied) - 1) & ~(quotes & ~inside))  # not the closing quotes
+        if plain != 0:
+            warp_plain_marks(t, p, quotes, plain)
+            strings += bit_count(plain)
+        if held == LANES:
             p += LANES
             continue
-        opened = p + first_bit(quotes)
-        warp_copy_bytes(b, p, dec, p, opened + 1 - p)
+        opened = p + held
         p, q, bad = mark_string_steps(b, opened, e, dec)
         strings += 1
         if p < 0:

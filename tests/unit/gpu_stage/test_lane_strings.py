@@ -219,3 +219,34 @@ def test_a_warp_a_body_marks_and_decodes_as_a_thread_a_body() -> None:
             assert got.tobytes() == want.tobytes(), body
         compared += 1
     assert compared > 2000
+
+
+STEP_BODIES = [
+    b'{"a":"b","cc":"dd","e":1,"f":"","g":"h i j"}',
+    b'{"a":"b","n":"\\n","c":"d","u":"\xc3\xa9","x":"y","z":"zz"}',
+    b'{"long":"' + b"p" * 45 + b'","k":"v","e":"\\"","w":"' + b"q" * 31 + b'"}',
+    b'{\n  "pretty": "yes",\n\t"k": "v" }\n',
+    b'\xc3\xa9{"outside":"utf-8 before"}\\',
+    b'{"a":"b","open":"runs to the end',
+    b'{"a":"b","open":"',
+]
+"""Bodies whose steps hold several short strings, plain or not, strings across a step's end and unclosed ones.
+
+Their strings are good: after a bad one the two builds may copy a different byte (see
+:func:`gpu_stage.transform.device.warp.mark_strings_steps`), which the tests above allow for."""
+
+
+@pytest.mark.parametrize("body", STEP_BODIES)
+def test_a_steps_short_strings_are_marked_as_a_thread_marks_them(body: bytes) -> None:
+    """At every alignment to the 32-byte steps, the warp build's marks and decoded copy equal the thread build's."""
+    one, warp = compile_lane("cpu"), compile_lane("cpu-warp")
+    for shift in range(40):
+        b = np.frombuffer(b"z" * shift + body + b"zz", dtype=np.uint8).copy()
+        got = []
+        for fn in (one.mark_strings, warp.mark_strings_steps):
+            marks = np.full(len(b), 7, dtype=np.uint16)
+            decoded = np.full(len(b), 9, dtype=np.uint8)
+            count = fn(b, marks, decoded, shift, shift + len(body))
+            got.append((count, marks.tolist(), decoded.tobytes()))
+        assert got[1] == got[0], (shift, body)
+    assert _check(_Build("cpu-warp"), [body]) >= 1

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench import real_corpus
+from tests.unit.gpu_stage.test_lane_strings import STEP_BODIES
 
 LANES = 32
 PIECES = [
@@ -192,9 +193,13 @@ def main(count: int) -> int:
                 return 1
             if not _same_marks(one, mark, b"[" + text + b', "z\\n"]'):
                 return 1
+    for body, shift in itertools.product(STEP_BODIES, (0, 7, 31)):  # steps of several short strings
+        if not _same_marks(one, mark, b" " * shift + body):
+            return 1
     if not _same_passes(vars(compile_lane("cuda-warp"))):
         return 1
-    print(f"the simulated warp build agrees on {len(strings)} strings, 12 whitespace runs and {len(KINDS)} bodies")
+    print(f"the simulated warp build agrees on {len(strings)} strings, {len(STEP_BODIES)} bodies of short strings, "
+          f"12 whitespace runs and {len(KINDS)} bodies")  # fmt: skip
     return 0
 
 
