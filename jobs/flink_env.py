@@ -144,8 +144,8 @@ def execute(pipeline: Any, wait: bool = True) -> str | None:
     if not wait or _detached(pipeline):
         log.info("submitted job %s; not waiting for it (detached)", job_id)
         return job_id
-    log.info("submitted job %s; waiting for it to end", job_id)
-    try:
+    try:  # from here a ctrl-C cancels the job, even one that comes while this line is written
+        log.info("submitted job %s; waiting for it to end", job_id)
         with keep_root_log_level(), _no_py4j_interrupt_trace():
             result.wait()
     except KeyboardInterrupt as exc:
