@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench import real_corpus
-from tests.unit.gpu_stage.test_lane_strings import STEP_BODIES
+from tests.unit.gpu_stage.test_lane_strings import STEP_BODIES, strings_good
 
 LANES = 32
 PIECES = [
@@ -209,7 +209,7 @@ def _same_marks(one: Any, mark: Any, body: bytes) -> bool:
     After a bad string the two may copy other bytes (no walk reads past one), so such a body passes.
     """
     b = np.frombuffer(body, dtype=np.uint8).copy()
-    if not _strings_good(one, b):
+    if not strings_good(one, b):
         return True
     marks = [np.zeros(len(b), dtype=np.uint16) for _ in range(2)]
     decoded = [np.zeros(len(b), dtype=np.uint8) for _ in range(2)]
@@ -219,19 +219,6 @@ def _same_marks(one: Any, mark: Any, body: bytes) -> bool:
     if count[0] != want or marks[0].tobytes() != marks[1].tobytes() or decoded[0].tobytes() != decoded[1].tobytes():
         print(f"strings pass differs: {body!r}")
         return False
-    return True
-
-
-def _strings_good(one: Any, b: Any) -> bool:
-    """Whether every string of ``b``, read from its start as the strings pass reads it, is good."""
-    p = 0
-    while p < len(b):
-        if b[p] == ord('"'):
-            p = one.scan_string(b, p, len(b), True)[0]
-            if p < 0:
-                return False
-        else:
-            p += 1
     return True
 
 
