@@ -255,10 +255,23 @@ def canonical_float(sc, p, e):
 
 @jit
 def open_at(depth, o1, o2, o3):
-    """Output position of the ``{`` of the ``depth``-th open object (1 to 3)."""
+    """Output position of the ``{`` of the ``depth``-th open object (1 to 3); also its key bits (:func:`key_bit`)."""
     if depth == 1:
         return o1
     return o2 if depth == 2 else o3
+
+
+@jit
+def key_bit(sc, s, e):
+    """One bit of 64 for the key ``sc[s:e]``, from a hash of its bytes: equal keys, the same bit.
+
+    An object's keys' bits ORed together tell a new key from a possible repeat without reading the
+    object again; only a key whose bit is already set is looked for among the keys before it.
+    """
+    h = 0
+    for k in range(s, e):
+        h = (h * 31 + int(sc[k])) & 0xFFFFFF
+    return 1 << (h & 63)
 
 
 @jit
@@ -298,6 +311,7 @@ def compact_json(sc, p, e):
     stack = 0
     objects = 0
     o1 = o2 = o3 = -1
+    k1 = k2 = k3 = 0  # the key bits of each open object
     while p < e:
         c = sc[p]
         if c == 32 or c == 9 or c == 10 or c == 13:
@@ -306,8 +320,20 @@ def compact_json(sc, p, e):
         if c == QUOTE:
             key = w if stack & 1 and (sc[w - 1] == LBRACE or sc[w - 1] == COMMA) else -1
             p, w = respell_string(sc, p, e, w)
-            if p < 0 or (key >= 0 and repeated_compact_key(sc, open_at(objects, o1, o2, o3), key, key, w)):
+            if p < 0:
                 return -1
+            if key >= 0:
+                bit = key_bit(sc, key, w)
+                if open_at(objects, k1, k2, k3) & bit and repeated_compact_key(
+                    sc, open_at(objects, o1, o2, o3), key, key, w
+                ):
+                    return -1
+                if objects == 1:
+                    k1 |= bit
+                elif objects == 2:
+                    k2 |= bit
+                else:
+                    k3 |= bit
             continue
         if c == LBRACE or c == LBRACK:
             if depth >= MAX_DEPTH:
@@ -320,10 +346,13 @@ def compact_json(sc, p, e):
                     return -1
                 if objects == 1:
                     o1 = w
+                    k1 = 0
                 elif objects == 2:
                     o2 = w
+                    k2 = 0
                 else:
                     o3 = w
+                    k3 = 0
         elif c == RBRACE or c == RBRACK:
             if c == RBRACE:
                 objects -= 1

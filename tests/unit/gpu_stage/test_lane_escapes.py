@@ -133,3 +133,36 @@ def test_tool_arguments_outside_the_subset_are_the_native_cores() -> None:
     taken, rows = _parse(values)
     assert taken == 0
     assert [r["tool_arguments"] for r in rows] == [orjson.dumps(json.loads(a)).decode() for a in NATIVE_ARGUMENTS]
+
+
+def _repeats(text: str) -> bool:
+    """Reference: whether an object of the JSON ``text`` has a key twice, by the standard library's pair hook."""
+    found = []
+    json.loads(text, object_pairs_hook=lambda pairs: found.append(len(pairs) != len(dict(pairs))) or dict(pairs))
+    return any(found)
+
+
+def _many_keys(count: int, depth: int) -> dict[str, Any]:
+    """An object of ``count`` distinct keys (more than 64, so some share a key bit), nested ``depth`` deep."""
+    inner: dict[str, Any] = {f"k{j}é": (j if j % 3 else f'v"{j}"') for j in range(count)}
+    for level in range(depth - 1):
+        inner = {f"k{j}é": j for j in range(count // 2)} | {"in": inner, "after": level}
+    return inner
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_many_distinct_keys_are_taken_and_a_late_repeat_is_not(depth: int) -> None:
+    # 100 keys in an object: at least two of them share one of the 64 key bits, and must still count as new.
+    distinct = json.dumps(_many_keys(100, depth), ensure_ascii=False)
+    repeated_last = distinct[:-1] + ', "k1é": 1}'  # the outermost object repeats a key after all the others
+    repeated_inner = distinct.replace('"k99é": ', '"k98é": 0, "k99é": ', 1)  # the innermost object repeats one
+    assert [_repeats(a) for a in (distinct, repeated_last, repeated_inner)] == [False, True, True]
+    for ascii_body in (False, True):
+        taken, rows = _parse([_chat(None, ascii_body, arguments=distinct)])
+        assert taken == 1
+        assert rows[0]["tool_arguments"] == orjson.dumps(json.loads(distinct)).decode()
+        taken, rows = _parse([_chat(None, ascii_body, arguments=a) for a in (repeated_last, repeated_inner)])
+        assert taken == 0
+        assert [r["tool_arguments"] for r in rows] == [
+            orjson.dumps(json.loads(a)).decode() for a in (repeated_last, repeated_inner)
+        ]
