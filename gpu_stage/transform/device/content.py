@@ -334,7 +334,7 @@ def content_outside(sc, p, q, slots, r):
     Semantics §4 checks JSON (step 3) before the schema, and ``not_an_object`` first among the
     schema's checks, so neither needs the rest of the walk; a valid object is the native core's (-1).
     """
-    verdict = json_verdict(sc, p, q)
+    verdict = json_verdict(sc, sc[:0], p, q)
     if verdict == V_INVALID_JSON:
         slots[r, ERROR_CODE] = E_INVALID_JSON
         return 2

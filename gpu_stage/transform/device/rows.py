@@ -108,7 +108,7 @@ def measure_row(
     if not body(b, marks, s, e, slots, r, dec):
         if error_body(b, marks, s, e):
             return UPSTREAM_ERROR
-        verdict = body_verdict(b, s, e)
+        verdict = body_verdict(b, marks, s, e)
         return NOT_TAKEN if verdict == V_UNKNOWN else UPSTREAM_ERROR - verdict
     if not record_columns(kb, kends, knull, hb, hends, slots, r):
         return -1

@@ -43,6 +43,9 @@ RBRACK = 93
 COLON = 58
 COMMA = 44
 MAX_DEPTH = 62
+REFUSED = 1
+"""In a string's marks (:mod:`gpu_stage.transform.device.strings`), ``t[open + 1]`` of a string whose
+``t[open]`` is 0: the string is refused (bad, or never closed). 0 there: it is only too long for a mark."""
 # Exact powers of ten: mantissa * 10**k with both exact is one correctly rounded IEEE operation.
 POW10 = np.array([10.0**k for k in range(23)], dtype=np.float64)
 # 5**k below 2**61 (k <= 26): m / 10**k = (m / 5**k) * 2**-k, and the division is exact integer work.
@@ -270,6 +273,16 @@ def scan_string(b, p, e, allow_escapes):
 
 
 @jit
+def refused(t, p, e):
+    """Whether the marks ``t`` (empty: none) say the string opened at ``p`` (``e``: the body's end) is invalid.
+
+    A reader then stops there without reading the string: a truncated body's last string is often
+    most of it, and a byte that is not UTF-8 may sit at the end of a long one.
+    """
+    return t.shape[0] > 0 and p + 1 < e and t[p] == 0 and t[p + 1] == REFUSED
+
+
+@jit
 def string_at(b, t, p, e, allow_escapes):
     """:func:`scan_string`'s answer for the body's string at ``p``, read from ``t`` when it holds the body's marks.
 
@@ -279,7 +292,7 @@ def string_at(b, t, p, e, allow_escapes):
     """
     span = int(t[p]) if t.shape[0] > 0 else 0
     if span == 0:
-        return scan_string(b, p, e, allow_escapes)
+        return (-1, 0) if refused(t, p, e) else scan_string(b, p, e, allow_escapes)
     close = p + span
     length = int(t[close])
     if not allow_escapes and length < span - 1:

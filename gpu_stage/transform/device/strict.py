@@ -29,6 +29,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         escape_end,
         is_utf8,
         literal,
+        refused,
         skip_ws,
         utf8_len,
     )
@@ -48,8 +49,16 @@ V_INVALID_UTF8 = 3  # not UTF-8 (a body only)
 
 
 @jit
-def strict_string_end(b, p, e):
-    """End of the string whose opening quote is at ``p``, every escape allowed and checked; -1 if invalid."""
+def strict_string_end(b, t, p, e):
+    """End of the string whose opening quote is at ``p``, every escape allowed and checked; -1 if invalid.
+
+    ``t`` holds the body's string marks (empty for other text): a string they give a span is valid
+    and one they refuse is not (they check the same rules), neither read here.
+    """
+    if t.shape[0] > 0 and t[p] > 0:
+        return p + int(t[p]) + 1
+    if refused(t, p, e):
+        return -1
     p += 1
     while p < e:
         c = b[p]
@@ -117,12 +126,12 @@ def strict_number(b, p, e):
 
 
 @jit
-def strict_member(b, p, e):
+def strict_member(b, t, p, e):
     """After an object's ``{`` or ``,`` (``p``): the position of the next member's value, or -1."""
     p = skip_ws(b, p, e)
     if p >= e or b[p] != QUOTE:
         return -1
-    p = strict_string_end(b, p, e)
+    p = strict_string_end(b, t, p, e)
     if p < 0:
         return -1
     p = skip_ws(b, p, e)
@@ -132,11 +141,11 @@ def strict_member(b, p, e):
 
 
 @jit
-def strict_scalar(b, p, e):
+def strict_scalar(b, t, p, e):
     """The string, number or literal at ``p``: ``(end or -1, whether it may overflow a double)``."""
     c = b[p]
     if c == QUOTE:
-        return strict_string_end(b, p, e), False
+        return strict_string_end(b, t, p, e), False
     if c == 45 or 48 <= c <= 57:
         return strict_number(b, p, e)
     end, _ = literal(b, p, e)
@@ -144,7 +153,7 @@ def strict_scalar(b, p, e):
 
 
 @jit
-def strict_value(b, p, e):
+def strict_value(b, t, p, e):
     """The value at ``p`` checked as the native core's reader does: ``(end, whether a number may overflow)``.
 
     End -1: not JSON; -2: nested deeper than :data:`MAX_DEPTH` (the native core decides). Shaped
@@ -168,7 +177,7 @@ def strict_value(b, p, e):
                 return -1, big
             if b[p] != (RBRACE if c == LBRACE else RBRACK):
                 if c == LBRACE:
-                    p = strict_member(b, p, e)
+                    p = strict_member(b, t, p, e)
                     if p < 0:
                         return -1, big
                 continue
@@ -176,7 +185,7 @@ def strict_value(b, p, e):
             stack >>= 1
             p += 1
         else:
-            p, overflows = strict_scalar(b, p, e)
+            p, overflows = strict_scalar(b, t, p, e)
             if p < 0:
                 return -1, big
             big = big or overflows
@@ -190,7 +199,7 @@ def strict_value(b, p, e):
             c = b[p]
             if c == COMMA:
                 if stack & 1:
-                    p = strict_member(b, p + 1, e)
+                    p = strict_member(b, t, p + 1, e)
                     if p < 0:
                         return -1, big
                 else:
@@ -204,12 +213,15 @@ def strict_value(b, p, e):
 
 
 @jit
-def json_verdict(b, s, e):
-    """``V_*`` for the UTF-8 text ``b[s:e]``: what the native core's strict reader makes of it, where certain."""
+def json_verdict(b, t, s, e):
+    """``V_*`` for the UTF-8 text ``b[s:e]``: what the native core's strict reader makes of it, where certain.
+
+    ``t``: the body's string marks when ``b[s:e]`` is a body, else empty (strings are then read here).
+    """
     p = skip_ws(b, s, e)
     if p >= e:
         return V_INVALID_JSON
-    end, big = strict_value(b, p, e)
+    end, big = strict_value(b, t, p, e)
     if end == -2:
         return V_UNKNOWN
     if end < 0 or skip_ws(b, end, e) != e:
@@ -220,6 +232,6 @@ def json_verdict(b, s, e):
 
 
 @jit
-def body_verdict(b, s, e):
-    """``V_*`` for a whole body: UTF-8 first (semantics §1 check 2 names that failure apart), then JSON."""
-    return json_verdict(b, s, e) if is_utf8(b, s, e) else V_INVALID_UTF8
+def body_verdict(b, t, s, e):
+    """``V_*`` for a whole body, marks ``t``: UTF-8 first (semantics §1 check 2 names that apart), then JSON."""
+    return json_verdict(b, t, s, e) if is_utf8(b, s, e) else V_INVALID_UTF8

@@ -12,7 +12,9 @@ each string of the body outside any other string, two entries in a position-inde
 * ``t[open]`` (the opening quote): the distance to the closing quote, or 0 where the bytes must be
   scanned: a string that :func:`gpu_stage.transform.device.scan.scan_string` refuses (a control byte,
   a bad escape, a lone surrogate, UTF-8 that is not well formed, no closing quote) or one longer
-  than :data:`MAX_SPAN`;
+  than :data:`MAX_SPAN`; ``t[open + 1]`` then tells the two apart
+  (:data:`gpu_stage.transform.device.scan.REFUSED`), so that a refused string, such as a
+  truncated body's last one, is known invalid without a byte of it read again;
 * ``t[close]``: the string's decoded length in UTF-8 bytes. Every escape decodes to fewer bytes than
   its spelling and every other byte to itself, so a string holds an escape exactly when it is
   shorter decoded than spelled.
@@ -43,6 +45,7 @@ from typing import Any
 
 if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
     from gpu_stage.transform.device.scan import (
+        REFUSED,
         put_code,
         unescape,
     )
@@ -153,6 +156,8 @@ def mark_strings(b, t, dec, s, e):
                 in_string = False
                 span = p - opened
                 t[opened] = 0 if bad or span > MAX_SPAN else span
+                if t[opened] == 0:  # a bad or long string: a byte inside holds which
+                    t[opened + 1] = REFUSED if bad else 0
                 t[p] = q - opened - 1
                 strings += 1
             elif c == 92:
@@ -211,5 +216,7 @@ def mark_strings(b, t, dec, s, e):
                 state = S_TEXT
     if in_string:
         t[opened] = 0
+        if opened + 1 < e:
+            t[opened + 1] = REFUSED
         strings += 1
     return strings

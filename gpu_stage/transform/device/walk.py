@@ -408,7 +408,7 @@ def tool_arguments(b, t, p, e, slots, r, sc):
     s = slots[r, TOOL_ARGS]
     decoded_end = s + slots[r, TOOL_ARGS + 2]  # decoded into sc by the string marks
     first = skip_ws(sc, s, decoded_end)
-    if first >= decoded_end or sc[first] != LBRACE or json_verdict(sc, first, decoded_end) == V_INVALID_JSON:
+    if first >= decoded_end or sc[first] != LBRACE or json_verdict(sc, sc[:0], first, decoded_end) == V_INVALID_JSON:
         slots[r, TOOL_VALID] = 0
         slots[r, TOOL_MODE] = 0
         return end

@@ -38,6 +38,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
     from gpu_stage.transform.device.scan import (
         BSLASH,
         QUOTE,
+        REFUSED,
         escape_code,
         is_ws,
         put_code,
@@ -511,9 +512,13 @@ def mark_strings_steps(b, t, dec, s, e):
         strings += 1
         if p < 0:
             t[opened] = 0
+            if opened + 1 < e:
+                t[opened + 1] = REFUSED
             return strings
         span = p - 1 - opened
         t[opened] = 0 if bad or span > MAX_SPAN else span
+        if t[opened] == 0:
+            t[opened + 1] = REFUSED if bad else 0
         t[p - 1] = q - opened - 1
     return strings
 

@@ -10,6 +10,7 @@ bytes, unclosed strings), and on bodies with bytes changed at random.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Any
@@ -22,6 +23,7 @@ pytest.importorskip("numba")
 from bench.escape_corpus import escape_bodies
 from bench.real_corpus import generate
 from gpu_stage.transform.device.kernels import compile_lane
+from gpu_stage.transform.device.scan import REFUSED
 
 MARKERS = {"cpu": "mark_strings", "cpu-warp": "mark_strings_steps"}
 """Each build's strings pass: a thread a body, and a warp a body (what the executors run)."""
@@ -65,14 +67,15 @@ def _check(fns: Any, bodies: list[bytes], offset: int = 3) -> int:
     for body in bodies:
         b = np.frombuffer(b"{}x" + body + b"\x00", dtype=np.uint8).copy()
         s, e = offset, offset + len(body)
-        marks = np.full(len(b), 7, dtype=np.uint16)
+        # What the array held before is no mark: a stale REFUSED must not make a good or long string look refused.
+        stale = [np.full(len(b), fill, dtype=np.uint16) for fill in (7, REFUSED)]
         decoded = np.zeros(len(b), dtype=np.uint8)
-        count = fns.mark_strings(b, marks, decoded, s, e)
+        counts = {fns.mark_strings(b, marks, decoded, s, e) for marks in stale}
         opens = _strings_crossed(fns, b, s, e)
-        assert count >= len(opens)
+        assert len(counts) == 1 and counts.pop() >= len(opens)
+        for p, marks, allow in itertools.product(opens, stale, (True, False)):
+            assert fns.string_at(b, marks, p, e, allow) == fns.scan_string(b, p, e, allow), (body, p, allow)
         for p in opens:
-            for allow in (True, False):
-                assert fns.string_at(b, marks, p, e, allow) == fns.scan_string(b, p, e, allow), (body, p, allow)
             end, length = fns.scan_string(b, p, e, True)
             if end >= 0:
                 text = json.loads(bytes(b[p:end])).encode()
@@ -187,6 +190,15 @@ def test_the_marks_of_a_body_stay_inside_it(fns: Any) -> None:
     quotes = [2 + k for k, c in enumerate(body) if c == 34 and body[k - 1] != 92]
     assert (marks[quotes[0]], marks[quotes[1]]) == (2, 1)  # "a": 1 byte
     assert (marks[quotes[2]], marks[quotes[3]]) == (5, 3)  # "x\"y": 3 bytes decoded, 4 spelled
+
+
+def test_a_refused_string_is_marked_so_and_a_long_one_is_not(fns: Any) -> None:
+    body = b'{"long": "' + b"z" * 70000 + b'", "bad": "a\x01b", "open": "runs to the end'
+    _, marks, _ = _marked(fns.mark_strings, body, before=b"")
+    long, bad, open_ = (body.index(b'"', body.index(key) + len(key) + 1) for key in (b'"long"', b'"bad"', b'"open"'))
+    assert [(marks[p], marks[p + 1]) for p in (long, bad, open_)] == [(0, 0), (0, REFUSED), (0, REFUSED)]
+    assert [fns.refused(marks, p, len(body)) for p in (long, bad, open_)] == [False, True, True]
+    assert not fns.refused(marks[:0], open_, len(body))  # no marks: nothing known
 
 
 def test_a_string_longer_than_a_mark_holds_is_scanned(fns: Any) -> None:

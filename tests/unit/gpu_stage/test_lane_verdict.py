@@ -21,11 +21,16 @@ from hypothesis import strategies as st
 pytest.importorskip("numba")
 
 from test_gpu_stage_lane import WIDE_PAIR, _chat, _run
+from test_lane_strings import MARKERS
 
 from gpu_stage import synth
 from gpu_stage.transform.device import strict as lane_json
+from gpu_stage.transform.device.kernels import compile_lane
+from gpu_stage.transform.device.scan import REFUSED
 
 V = lane_json
+MARKS = [(compile_lane(target), getattr(compile_lane(target), name)) for target, name in MARKERS.items()]
+"""Each build with its strings pass: the verdict on a body with its marks must be the one without."""
 REASON_VERDICT = {"invalid_utf8": V.V_INVALID_UTF8, "invalid_json": V.V_INVALID_JSON, "not_an_object": V.V_NOT_OBJECT}
 
 # Bodies with the verdict the lane must reach on each (V_UNKNOWN: a valid object, or one it cannot tell).
@@ -90,8 +95,14 @@ EDGE_BODIES: dict[bytes, int] = {
 
 
 def _verdict(body: bytes) -> int:
+    """The verdict read byte by byte, after checking that each build's string marks lead to the same one."""
     b = np.frombuffer(body + b"#", dtype=np.uint8)  # a byte past the end that must not be read
-    return int(lane_json.body_verdict(b, 0, len(body)))
+    verdict = int(lane_json.body_verdict(b, b[:0], 0, len(body)))
+    for build, mark in MARKS:
+        marks = np.full(len(b), REFUSED, dtype=np.uint16)  # stale entries that are no marks
+        mark(b, marks, np.zeros(len(b), dtype=np.uint8), 0, len(body))
+        assert int(build.body_verdict(b, marks, 0, len(body))) == verdict, (build, body)
+    return verdict
 
 
 def _native_verdicts(bodies: list[bytes]) -> list[int]:
