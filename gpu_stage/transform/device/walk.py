@@ -31,6 +31,7 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         QUOTE,
         RBRACE,
         RBRACK,
+        copy_string,
         escape_code,
         is_null,
         literal,
@@ -100,6 +101,22 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
 
 def _plain(fn: Any) -> Any:
     return fn
+
+
+W_VALUE = 0
+"""What :func:`compact_json` may meet next: a value (after ``:`` or an array's ``,``; first)."""
+W_VALUE_OR_CLOSE = 1
+"""A value or ``]`` (after ``[``)."""
+W_KEY = 2
+"""A key (after an object's ``,``)."""
+W_KEY_OR_CLOSE = 3
+"""A key or ``}`` (after ``{``)."""
+W_COLON = 4
+"""``:`` (after a key)."""
+W_NEXT = 5
+"""``,`` or the container's close (after a value)."""
+W_END = 6
+"""Nothing but whitespace (after the outermost value)."""
 
 
 jit: Any = globals().get("jit", _plain)
@@ -299,11 +316,14 @@ def repeated_compact_key(sc, o, w, key, key_end):
 
 @jit
 def compact_json(sc, p, e):
-    """Rewrite the object ``sc[p:e]``, strict JSON, in place as orjson's compact JSON text; its length, or -1.
+    """Rewrite the object ``sc[p:e]`` in place as orjson's compact JSON text, if it is strict JSON; its length, or -1.
 
+    One pass checks the text and rewrites it: each byte is read once, and where the text is not
+    strict JSON or lies outside what is taken here the pass stops (-1) with the text part rewritten.
     Taken: objects nested at most three deep (each checked for a repeated key: the last value would
     win there), integers, floats :func:`canonical_float` takes; strings, keys too, get orjson's
-    spelling. Anything else (-1) is the native core's.
+    spelling (the text is UTF-8: a decoded string). ``want`` is what may come next
+    (:data:`W_VALUE` and after).
     """
     start = p
     w = p
@@ -312,17 +332,22 @@ def compact_json(sc, p, e):
     objects = 0
     o1 = o2 = o3 = -1
     k1 = k2 = k3 = 0  # the key bits of each open object
+    want = W_VALUE
     while p < e:
         c = sc[p]
         if c == 32 or c == 9 or c == 10 or c == 13:
             p += 1
             continue
+        if want == W_END:
+            return -1
         if c == QUOTE:
-            key = w if stack & 1 and (sc[w - 1] == LBRACE or sc[w - 1] == COMMA) else -1
+            if want > W_KEY_OR_CLOSE:
+                return -1
+            key = w
             p, w = respell_string(sc, p, e, w)
             if p < 0:
                 return -1
-            if key >= 0:
+            if want >= W_KEY:
                 bit = key_bit(sc, key, w)
                 if open_at(objects, k1, k2, k3) & bit and repeated_compact_key(
                     sc, open_at(objects, o1, o2, o3), key, key, w
@@ -334,13 +359,16 @@ def compact_json(sc, p, e):
                     k2 |= bit
                 else:
                     k3 |= bit
+            want = W_COLON if want >= W_KEY else W_NEXT
             continue
         if c == LBRACE or c == LBRACK:
-            if depth >= MAX_DEPTH:
+            if want > W_VALUE_OR_CLOSE or depth >= MAX_DEPTH:
                 return -1
             depth += 1
             stack = (stack << 1) | (1 if c == LBRACE else 0)
+            want = W_VALUE_OR_CLOSE
             if c == LBRACE:
+                want = W_KEY_OR_CLOSE
                 objects += 1
                 if objects > 3:
                     return -1
@@ -354,10 +382,26 @@ def compact_json(sc, p, e):
                     o3 = w
                     k3 = 0
         elif c == RBRACE or c == RBRACK:
-            if c == RBRACE:
+            in_object = c == RBRACE
+            if depth == 0 or in_object != (stack & 1 == 1):
+                return -1
+            if want != W_NEXT and want != (W_KEY_OR_CLOSE if in_object else W_VALUE_OR_CLOSE):
+                return -1
+            if in_object:
                 objects -= 1
             depth -= 1
             stack >>= 1
+            want = W_NEXT if depth > 0 else W_END
+        elif c == COMMA:
+            if want != W_NEXT:
+                return -1
+            want = W_KEY if stack & 1 else W_VALUE
+        elif c == COLON:
+            if want != W_COLON:
+                return -1
+            want = W_VALUE
+        elif want > W_VALUE_OR_CLOSE:
+            return -1
         elif c == 45 or 48 <= c <= 57:
             end, kind, value, _ = scan_number(sc, p, e)
             if kind == 1:
@@ -375,8 +419,9 @@ def compact_json(sc, p, e):
                     sc[w + k] = sc[p + k]
             w += length
             p = end
+            want = W_NEXT
             continue
-        elif c != COMMA and c != COLON:
+        else:
             end, _ = literal(sc, p, e)
             if end < 0:
                 return -1
@@ -384,11 +429,20 @@ def compact_json(sc, p, e):
                 sc[w] = sc[k]
                 w += 1
             p = end
+            want = W_NEXT
             continue
         sc[w] = c
         w += 1
         p += 1
-    return w - start if depth == 0 else -1
+    return w - start if want == W_END else -1
+
+
+@jit
+def as_sent(slots, r, end):
+    """The tool arguments kept as the string came (semantics §4: no JSON object): not valid; ``end`` back."""
+    slots[r, TOOL_VALID] = 0
+    slots[r, TOOL_MODE] = 0
+    return end
 
 
 @jit
@@ -408,13 +462,12 @@ def tool_arguments(b, t, p, e, slots, r, sc):
     s = slots[r, TOOL_ARGS]
     decoded_end = s + slots[r, TOOL_ARGS + 2]  # decoded into sc by the string marks
     first = skip_ws(sc, s, decoded_end)
-    if first >= decoded_end or sc[first] != LBRACE or json_verdict(sc, sc[:0], first, decoded_end) == V_INVALID_JSON:
-        slots[r, TOOL_VALID] = 0
-        slots[r, TOOL_MODE] = 0
-        return end
+    if first >= decoded_end or sc[first] != LBRACE:
+        return as_sent(slots, r, end)
     length = compact_json(sc, first, trim_end(sc, first, decoded_end))
-    if length < 0:
-        return -1
+    if length < 0:  # not strict JSON, or outside the subset: the text is decoded again and judged
+        copy_string(b, p + 1, end - 1, sc, s)
+        return as_sent(slots, r, end) if json_verdict(sc, sc[:0], first, decoded_end) == V_INVALID_JSON else -1
     slots[r, TOOL_ARGS] = first
     slots[r, TOOL_ARGS + 1] = first + length
     slots[r, TOOL_ARGS + 2] = length

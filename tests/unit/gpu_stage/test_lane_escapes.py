@@ -107,9 +107,25 @@ NATIVE_ARGUMENTS = [
     '{"x": 0.1234567890123456}',  # more digits than a double keeps exactly
     '{"x": 0.00001}',  # below 1e-4
     '{"x": 12345678901234567890}',  # beyond 64 bits
+    '{"k": "\\u00e9 \\n", "x": 1.5e3}',  # outside the subset after part of the text was rewritten
 ]
 # Tool arguments that are no JSON object: kept as sent, not valid.
 AS_SENT_ARGUMENTS = ['{"city": "Par', '{"a": 1} {"b": 2}', "[1, 2]", "", "call me", '{"a": 1,}']
+AS_SENT_ARGUMENTS += [
+    # not JSON, found after part of the text was rewritten (an escape respelled, spaces dropped)
+    '{"k": "\\u00e9 \\n", "n": [1, 2,]}',
+    '{ "a" : {"b": "\\t"} } x',
+    '{"a": 1, "b": }',
+    '{"a": 01}',
+    '{"a": [}',
+    '{"a": {"b": 1]}',
+    '{"a": 1 "b": 2}',
+    '{"a" 1}',
+    '{"a": truex}',
+    '{"a": -}',
+    '{"a": "\\ud800"}',
+    '{"a": 1}}',
+]
 
 
 def test_tool_arguments_are_compact_json_in_orjsons_spelling() -> None:

@@ -233,8 +233,18 @@ def test_generated_bodies_and_contents_through_the_lane(bodies: list[bytes], con
     """Bodies and (decodable) content texts of every verdict: same bytes and dead letters as the native core."""
     decodable = [c.decode() for c in contents if _utf8(c)]
     values = [*bodies, *(_chat(c) for c in decodable), *(_chat("```json\n" + c + "\n```") for c in decodable)]
+    values += [_tool_call(c) for c in decodable]
     lane, native = WIDE_PAIR
     _run(lane, native, synth.batch(values))
+
+
+def _tool_call(arguments: str) -> bytes:
+    """A chat completion whose tool call's arguments are ``arguments``."""
+    call = {"id": "t", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    body = {"id": "c", "object": "chat.completion", "created": 1700000000, "model": "m", "choices": [choice]}
+    return json.dumps(body, ensure_ascii=False).encode()
 
 
 def _utf8(b: bytes) -> bool:
