@@ -38,6 +38,19 @@ def add_options(p: argparse.ArgumentParser) -> None:
                    help="drop the bodies longer than this many bytes (the result says how many)")  # fmt: skip
 
 
+def command(
+    prog: str, description: str, records: int, argv: list[str] | None
+) -> tuple[argparse.Namespace, corpus.Corpus]:
+    """A corpus command's options parsed (``--records``, the corpus options, ``--out``) and its corpus made or read."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--records", type=int, default=records)
+    add_options(p)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    check(p, args)
+    return args, load(args, args.records)
+
+
 def check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse options that do not apply to the corpus asked for (``p.error`` exits)."""
     if args.sizes is not None and args.corpus != "generated":

@@ -13,11 +13,9 @@ needed; not a speed figure.
 
 from __future__ import annotations
 
-import argparse
 import io
 import logging
 from collections import Counter
-from pathlib import Path
 from typing import Any, cast
 
 import fastavro
@@ -79,13 +77,7 @@ def left_by_trait(values: list[bytes], left: list[int]) -> dict[str, list[int]]:
 def main(argv: list[str] | None = None) -> int:
     """Make (or read) the corpus, count, print, write the JSON."""
     configure_logging("INFO")
-    p = argparse.ArgumentParser(prog="python -m bench.lane_share", description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=20_000)
-    corpora.add_options(p)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    corpora.check(p, args)
-    made = corpora.load(args, args.records)
+    args, made = corpora.command("python -m bench.lane_share", __doc__.splitlines()[0], 20_000, argv)
     result = {"corpus": made.facts()} | share(made.values)
     log.info("corpus %s: %d bodies, mean %s B, sha256 %s", made.config.get("corpus", "generated"),
              len(made.values), result["corpus"]["mean_body_bytes"], result["corpus"]["sha256"][:16])  # fmt: skip

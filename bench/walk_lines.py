@@ -12,11 +12,9 @@ the compiled lane's. No GPU needed; about 100 bodies a second.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from collections import Counter
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -133,13 +131,7 @@ def summary(counts: list[Counter[tuple[str, str]]], top: int = 15) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     """Make (or read) the corpus, count, print, write the JSON."""
     configure_logging("INFO")
-    p = argparse.ArgumentParser(prog="python -m bench.walk_lines", description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=12_800)
-    corpora.add_options(p)
-    p.add_argument("--out", type=Path, default=None)
-    args = p.parse_args(argv)
-    corpora.check(p, args)
-    made = corpora.load(args, args.records)
+    args, made = corpora.command("python -m bench.walk_lines", __doc__.splitlines()[0], 12_800, argv)
     result = {"corpus": made.facts()} | summary(count(list(made.values)))
     log.info("%d bodies; executed lines per body: %s", result["bodies"],
              ", ".join(f"{k} {v:,.0f}" for k, v in result["lines_per_body"].items()))  # fmt: skip
