@@ -383,7 +383,7 @@ def compact_json(sc, p, e):
                     k3 = 0
         elif c == RBRACE or c == RBRACK:
             in_object = c == RBRACE
-            if depth == 0 or in_object != (stack & 1 == 1):
+            if depth == 0 or in_object != ((stack & 1) == 1):
                 return -1
             if want != W_NEXT and want != (W_KEY_OR_CLOSE if in_object else W_VALUE_OR_CLOSE):
                 return -1
