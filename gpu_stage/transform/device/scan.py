@@ -200,13 +200,6 @@ def escape_code(b, p, e):
 
 
 @jit
-def escape_end(b, p, e):
-    r"""End of the escape whose backslash is at ``p``; -1 for an invalid one or a lone surrogate ``\\u``."""
-    end, _ = escape_code(b, p, e)
-    return end
-
-
-@jit
 def utf8_width(code):
     """Bytes of UTF-8 that code point ``code`` takes."""
     if code < 0x80:

@@ -16,7 +16,6 @@ from typing import Any
 
 if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources in order, jitted
     from gpu_stage.transform.device.scan import (
-        BSLASH,
         COLON,
         COMMA,
         LBRACE,
@@ -26,12 +25,10 @@ if "skip_ws" not in globals():  # a plain import; compile_lane runs the sources 
         RBRACE,
         RBRACK,
         digits,
-        escape_end,
         is_utf8,
         literal,
-        refused,
         skip_ws,
-        utf8_len,
+        string_at,
     )
 
 
@@ -52,32 +49,12 @@ V_INVALID_UTF8 = 3  # not UTF-8 (a body only)
 def strict_string_end(b, t, p, e):
     """End of the string whose opening quote is at ``p``, every escape allowed and checked; -1 if invalid.
 
-    ``t`` holds the body's string marks (empty for other text): a string they give a span is valid
-    and one they refuse is not (they check the same rules), neither read here.
+    The lenient scan checks a string by the same rules as the native core's reader (every escape,
+    no lone surrogate, UTF-8, no control byte), so its answer is taken, from the body's marks ``t``
+    where it has them (empty for other text: the bytes are read).
     """
-    if t.shape[0] > 0 and t[p] > 0:
-        return p + int(t[p]) + 1
-    if refused(t, p, e):
-        return -1
-    p += 1
-    while p < e:
-        c = b[p]
-        if c == QUOTE:
-            return p + 1
-        if c == BSLASH:
-            p = escape_end(b, p, e)
-            if p < 0:
-                return -1
-        elif c < 0x20:
-            return -1
-        elif c < 0x80:
-            p += 1
-        else:
-            k = utf8_len(b, p, e)
-            if k == 0:
-                return -1
-            p += k
-    return -1
+    end, _ = string_at(b, t, p, e, True)
+    return end
 
 
 @jit
