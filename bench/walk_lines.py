@@ -26,7 +26,6 @@ from gpu_stage.synth import batch
 from gpu_stage.transform import TransformSettings
 from gpu_stage.transform.device import CpuExecutor, LaneTransform
 from gpu_stage.transform.device import rows as plain_rows
-from gpu_stage.transform.device import slots as layout
 from gpu_stage.transform.device.columns import LaneInput
 from llmpipe.runtime import configure_logging
 
@@ -38,13 +37,13 @@ PERCENTILES = (50, 90, 99, 99.9, 100)
 
 
 class _Capture(CpuExecutor):
-    """The CPU executor, keeping the last batch's packed input for the traced pass."""
+    """The CPU executor, keeping the last batch's pass 1 (its arrays) for the traced pass."""
 
-    last: LaneInput | None = None
+    last: Any = None
 
     def submit(self, li: LaneInput, n: int, slot: int) -> Any:
-        _Capture.last = li
-        return super().submit(li, n, slot)
+        _Capture.last = super().submit(li, n, slot)
+        return _Capture.last
 
 
 class _Tracer:
@@ -72,21 +71,16 @@ def _phase(frame: FrameType | None) -> str:
 def count(values: list[bytes]) -> list[Counter[tuple[str, str]]]:
     """Each body's executed lines of pass 1 by (phase, function); its size checked against the compiled lane's."""
     lane = LaneTransform(TransformSettings(), _Capture)
-    sizes = lane.measure(batch(values))
-    li, ex = _Capture.last, lane.executor
-    assert li is not None and isinstance(ex, CpuExecutor)
-    n, t = len(values), ex.tables
-    width = max(t.nprops, 1)
-    slots = np.zeros((n, layout.SLOT_COUNT), dtype=np.int64)
-    cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
-    cd = np.zeros((n, width), dtype=np.float64)
-    marks = np.empty(len(li.values), dtype=np.uint16)
-    decoded = np.empty(len(li.values), dtype=np.uint8)
-    ex.mark(li.values, marks, decoded, li.value_ends, ex.max_bytes, n)
-    before = (li.values, marks, decoded, li.value_ends, *li.record_columns(), ex.max_bytes, slots)
-    after = (*t.args(), cs, ce, cv, cd, li.partitions, li.offsets, li.timestamps)
+    lane.measure(batch(values))
+    done, ex = _Capture.last, lane.executor
+    assert isinstance(ex, CpuExecutor)
+    li, sizes = done.li, done.sizes
+    # Pass 1 rewrites tool arguments in the decoded copy: the strings pass is run again to start afresh.
+    ex.mark(li.values, done.marks, done.decoded, li.value_ends, ex.max_bytes, len(values))
+    before = (li.values, done.marks, done.decoded, li.value_ends, *li.record_columns(), ex.max_bytes, done.slots)
+    after = (*ex.tables.args(), *done.content, li.partitions, li.offsets, li.timestamps)
     counts = []
-    for r in range(n):
+    for r in range(len(values)):
         tracer = _Tracer()
         sys.settrace(tracer)
         try:

@@ -179,13 +179,14 @@ class Executor:
 
 @dataclass
 class _CpuPass:
-    """A batch between the passes on the CPU: its input, its decoded values, pass 1's per-row state and row order.
+    """A batch between the passes on the CPU: its input, string marks, decoded values, pass 1's row state and row order.
 
     With ``length``, ``classes`` are the rows' length classes (pass 2 sorts each piece's rows by
     them) and ``order`` the rows in the order pass 1's threads took them; None with ``arrival``.
     """
 
     li: LaneInput
+    marks: npt.NDArray[np.uint16]
     decoded: npt.NDArray[np.uint8]
     slots: I64
     content: tuple[Any, ...]
@@ -266,10 +267,10 @@ class CpuExecutor(Executor):
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
             fns.measure(*args, *rows, sizes)
-            return _CpuPass(li, decoded, slots, (cs, ce, cv, cd), sizes)
+            return _CpuPass(li, marks, decoded, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
         self.fns.measure_ordered(*args, *rows, sizes, order)
-        return _CpuPass(li, decoded, slots, (cs, ce, cv, cd), sizes, classes, order)
+        return _CpuPass(li, marks, decoded, slots, (cs, ce, cv, cd), sizes, classes, order)
 
     def sizes(self, handle: _CpuPass) -> I64:
         """Pass 1's sizes (already there)."""
