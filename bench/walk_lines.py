@@ -77,8 +77,7 @@ def count(values: list[bytes]) -> list[Counter[tuple[str, str]]]:
     li, sizes = done.li, done.sizes
     # Pass 1 rewrites tool arguments in the decoded copy: the strings pass is run again to start afresh.
     ex.mark(li.values, done.marks, done.decoded, li.value_ends, ex.max_bytes, len(values))
-    before = (li.values, done.marks, done.decoded, li.value_ends, *li.record_columns(), ex.max_bytes, done.slots)
-    after = (*ex.tables.args(), *done.content, li.partitions, li.offsets, li.timestamps)
+    before, after = ex.row_args(li, done.marks, done.decoded, done.slots, done.content)
     counts = []
     for r in range(len(values)):
         tracer = _Tracer()

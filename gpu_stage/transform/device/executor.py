@@ -250,8 +250,7 @@ class CpuExecutor(Executor):
 
     def submit(self, li: LaneInput, n: int, slot: int) -> _CpuPass:
         """Pass 1, run here and now: the values are only read, their strings decoded into a buffer of the batch's."""
-        t = self.tables
-        width = max(t.nprops, 1)
+        width = max(self.tables.nprops, 1)
         values = li.values
         slots = np.zeros((n, layout.SLOT_COUNT), dtype=np.int64)
         cs, ce, cv = (np.zeros((n, width), dtype=np.int64) for _ in range(3))
@@ -259,18 +258,23 @@ class CpuExecutor(Executor):
         sizes = np.zeros(n, dtype=np.int64)
         marks = np.empty(len(values), dtype=np.uint16)
         decoded = np.empty(len(values), dtype=np.uint8)
-        args = (values, marks, decoded, li.value_ends, *li.record_columns(), self.max_bytes, slots, *t.args())
-        args += (cs, ce, cv, cd)
-        rows = (li.partitions, li.offsets, li.timestamps)
-        marking = (values, marks, decoded, li.value_ends, self.max_bytes)
-        self.mark(*marking, n)
+        before, after = self.row_args(li, marks, decoded, slots, (cs, ce, cv, cd))
+        self.mark(values, marks, decoded, li.value_ends, self.max_bytes, n)
         if self.lane_order not in ORDERED_LANES:
             fns = compile_lane("cpu-warp", self.cache) if self.lane_order == "warp" else self.fns
-            fns.measure(*args, *rows, sizes)
+            fns.measure(*before, *after, sizes)
             return _CpuPass(li, marks, decoded, slots, (cs, ce, cv, cd), sizes)
         classes, order = self.row_order(li.value_ends[:n])
-        self.fns.measure_ordered(*args, *rows, sizes, order)
+        self.fns.measure_ordered(*before, *after, sizes, order)
         return _CpuPass(li, marks, decoded, slots, (cs, ce, cv, cd), sizes, classes, order)
+
+    def row_args(
+        self, li: LaneInput, marks: npt.NDArray[np.uint16], decoded: npt.NDArray[np.uint8], slots: I64,
+        content: tuple[Any, ...],
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """Pass 1's arguments either side of ``rows.measure_row``'s row index; the kernels take both, then the sizes."""
+        before = (li.values, marks, decoded, li.value_ends, *li.record_columns(), self.max_bytes, slots)
+        return before, (*self.tables.args(), *content, li.partitions, li.offsets, li.timestamps)
 
     def sizes(self, handle: _CpuPass) -> I64:
         """Pass 1's sizes (already there)."""
