@@ -50,7 +50,7 @@ class GuardedCalls(WorkerState):
         """Say once that Kafka does not answer, as soon as the cluster watch sees it."""
         down_since = self._watch.down_since
         if down_since is not None and not self._outage.said_unreachable:
-            self._outage.unreachable(f"no answer for {time.monotonic() - down_since:.0f}s")
+            self._outage.unreachable(f"no answer for {time.monotonic() - down_since:.0f}s", down_since)
 
     def _call(self, fn: Callable[[], T], action: str, *, fresh: bool = False) -> T:
         """``fn()`` on the committer thread, given up when it blocks past its time (see ``_overdue``).

@@ -29,7 +29,7 @@ from gpu_stage.worker.chunks import ChunkedParse, Parsing
 from gpu_stage.worker.policy import check_bad
 from gpu_stage.worker.recovery import Recovery
 from gpu_stage.worker.report import Reporting
-from gpu_stage.worker.state import Consumed, InFlight, Outcome, TxnProducer
+from gpu_stage.worker.state import CommitEnd, Consumed, InFlight, Outcome, TxnProducer
 from gpu_stage.worker.totals import STAGES
 from llmpipe.errors import ParseError
 from llmpipe.kafka_io import ANY_PARTITION, TopicPartitions, offsets
@@ -79,8 +79,8 @@ class Committing(Recovery, ChunkedParse, Reporting):
         if ended is None:
             return False
         in_flight.steps["wait"] = time.perf_counter() - waited
-        self._account(in_flight, *ended)
-        self._outage.recovered()
+        self._account(in_flight, ended.at, ended.cpu)
+        self._outage.recovered(ended.monotonic)
         self._watchdog.disarm()
         return True
 
@@ -103,7 +103,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
 
     @staticmethod
     def _commit(producer: TxnProducer, steps: dict[str, float], commit_offsets: TopicPartitions,
-                group: Any) -> tuple[float, float]:  # fmt: skip
+                group: Any) -> CommitEnd:  # fmt: skip
         """The committer thread's part: add the batch's offsets to the transaction, then commit it.
 
         Both are round trips to the coordinators; here they overlap the next batch's collection
@@ -114,7 +114,7 @@ class Committing(Recovery, ChunkedParse, Reporting):
         producer.commit()
         steps["commit"] += time.perf_counter() - started
         metrics.COMMIT_SECONDS.observe(steps["commit"])
-        return time.time(), time.process_time()
+        return CommitEnd(time.time(), time.process_time(), time.monotonic())
 
     def _transact_unguarded(self, batch: RawBatch | PackedBatch, parsing: Parsing | None) -> Outcome:
         """Begin the transaction, parse and produce the batch, and produce its dead letters."""

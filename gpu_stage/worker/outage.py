@@ -36,27 +36,40 @@ class Outage:
         else:
             log.debug("transaction failed again (%s): %s", cause, exc)
 
-    def unreachable(self, reason: object) -> None:
-        """Kafka does not answer (the cluster watch says so, or the recovery failed)."""
-        if self.since is None:
-            self.since = time.monotonic()
+    def unreachable(self, reason: object, since: float | None = None) -> None:
+        """Kafka does not answer (the cluster watch says so, or the recovery failed).
+
+        ``since``: when it stopped answering (monotonic s; the cluster watch knows), else now.
+        """
+        began = time.monotonic() if since is None else since
+        self.since = began if self.since is None else min(self.since, began)
         if self.said_unreachable:
             log.debug("Kafka still unreachable: %s", reason)
             return
         self.said_unreachable = True
         log.warning("Kafka unreachable, retrying until it answers (%s)", reason)
 
-    def recovered(self) -> None:
-        """A transaction committed: the run, if any, is over."""
-        self._end("Kafka back, transaction recovered after %.1fs (failed transactions: %d)")
+    def recovered(self, ended: float | None = None) -> None:
+        """A transaction committed at ``ended`` (monotonic s; None: now): the run, if any, is over.
+
+        Unless it ended before the run began: a commit settled only after the outage was seen (the
+        loop was held up, in a rebalance, say) says nothing of Kafka now.
+        """
+        at = time.monotonic() if ended is None else ended
+        if self.since is not None and at < self.since:
+            log.debug("a commit that ended before the outage began was settled: the outage goes on")
+            return
+        self._end("Kafka back, transaction recovered after %.1fs (failed transactions: %d)", at)
 
     def answering_while_idle(self) -> None:
         """Kafka answers and nothing waits to be committed (a failed batch was rewound or its partitions moved on)."""
-        self._end("Kafka back after %.1fs (failed transactions: %d; nothing was waiting to be committed)")
+        self._end("Kafka back after %.1fs (failed transactions: %d; nothing was waiting to be committed)",
+                  time.monotonic())  # fmt: skip
 
-    def _end(self, line: str) -> None:
+    def _end(self, line: str, at: float) -> None:
+        """End the run, if any, at ``at`` (monotonic s), saying so if it was more than a lone failure."""
         if self.since is None:
             return
         if self.said_unreachable or self.failures > 1:
-            log.warning(line, time.monotonic() - self.since, self.failures)
+            log.warning(line, at - self.since, self.failures)
         self.since, self.failures, self.said_unreachable = None, 0, False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpu_stage.settings import WorkerSettings
 from gpu_stage.transform.api import Backend
@@ -35,6 +36,17 @@ TxnProducer = TransactionalProducer | PackedWriter
 """The worker's transactional producer: through confluent-kafka, or the native core (``--kafka-writer packed``)."""
 
 
+class CommitEnd(NamedTuple):
+    """When a commit ended, by three clocks."""
+
+    at: float
+    """Wall-clock time (epoch s)."""
+    cpu: float
+    """The process's CPU time (s)."""
+    monotonic: float
+    """Monotonic s: compared with when Kafka stopped answering (:meth:`Outage.recovered`)."""
+
+
 @dataclass
 class Outcome:
     """What a batch's transaction carried: the number of typed rows and the dead letters."""
@@ -53,8 +65,8 @@ class InFlight:
     """Wall-clock time (epoch s) its processing began."""
     steps: dict[str, float]
     """Its seconds per step (``STAGES``); the committer thread adds the commit's."""
-    committed: futures.Future[tuple[float, float]]
-    """Resolves to the wall-clock time (epoch s) and the process CPU time when the commit ended."""
+    committed: futures.Future[CommitEnd]
+    """Resolves to when the commit ended."""
     handed_at: float = field(default_factory=time.monotonic)
     """When the commit was handed to the committer thread (monotonic s)."""
 

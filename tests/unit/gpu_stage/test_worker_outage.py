@@ -228,6 +228,18 @@ def test_an_outage_logs_one_line_per_change_of_state(caplog: pytest.LogCaptureFi
     ]  # fmt: skip
 
 
+def test_a_commit_that_ended_before_the_outage_does_not_end_it(caplog: pytest.LogCaptureFixture) -> None:
+    outage, down_since = Outage(), time.monotonic()
+    with caplog.at_level(logging.INFO, logger="gpu_stage.worker"):
+        outage.unreachable("no answer for 9s", down_since)  # seen late: the loop was held up
+        outage.recovered(down_since - 0.5)  # the commit in flight had ended before the broker went
+        outage.unreachable("no answer for 10s", down_since)
+        assert [r.getMessage()[:17] for r in caplog.records] == ["Kafka unreachable"]
+        outage.recovered(down_since + 20.0)
+    assert _starts(r.getMessage() for r in caplog.records) == ["Kafka unreachable", "Kafka back, transaction recovered"]
+    assert caplog.records[-1].getMessage().startswith("Kafka back, transaction recovered after 20.")
+
+
 class TestCallThread:
     def test_results_and_exceptions_come_through(self) -> None:
         calls = CallThread("t")
